@@ -1,0 +1,143 @@
+package verbs
+
+// LinkLayer is a port's link layer.
+type LinkLayer uint8
+
+const (
+	LinkLayerUnspecified LinkLayer = iota
+	LinkLayerInfiniBand
+	LinkLayerEthernet
+)
+
+func (l LinkLayer) String() string {
+	switch l {
+	case LinkLayerInfiniBand:
+		return "InfiniBand"
+	case LinkLayerEthernet:
+		return "Ethernet"
+	}
+	return "unspecified"
+}
+
+// GIDType is the type of a GID table entry.
+type GIDType uint8
+
+const (
+	GIDTypeIB GIDType = iota
+	GIDTypeRoCEv1
+	GIDTypeRoCEv2
+)
+
+func (t GIDType) String() string {
+	switch t {
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "RoCE v1"
+	case GIDTypeRoCEv2:
+		return "RoCE v2"
+	}
+	return "unknown"
+}
+
+// PortState is a port's logical state (enum ibv_port_state).
+type PortState uint8
+
+const (
+	PortNop PortState = iota
+	PortDown
+	PortInit
+	PortArmed
+	PortActive
+	PortActiveDefer
+)
+
+func (s PortState) String() string {
+	switch s {
+	case PortDown:
+		return "DOWN"
+	case PortInit:
+		return "INIT"
+	case PortArmed:
+		return "ARMED"
+	case PortActive:
+		return "ACTIVE"
+	case PortActiveDefer:
+		return "ACTIVE_DEFER"
+	}
+	return "NOP"
+}
+
+// GIDEntry is one entry of a port's GID table.
+type GIDEntry struct {
+	Index  int
+	GID    GID
+	Type   GIDType
+	Netdev string
+}
+
+// PortAttr describes one port of a device.
+type PortAttr struct {
+	Port      int
+	State     PortState
+	ActiveMTU int // bytes
+	MaxMTU    int // bytes
+	LinkLayer LinkLayer
+	Netdev    string
+	GIDs      []GIDEntry
+}
+
+// DeviceAttr describes a device and its ports.
+type DeviceAttr struct {
+	Name     string
+	Provider string // "software" or "rdma-core"
+	NodeGUID uint64
+	// MaxMcastGroups is max_mcast_grp; 0 means the device cannot do
+	// multicast.
+	MaxMcastGroups   int
+	MaxQPMcastAttach int
+	MaxQPWR          int
+	Ports            []PortAttr
+}
+
+// IB MTUs (enum ibv_mtu), in bytes.
+var ibMTUs = [...]int{4096, 2048, 1024, 512, 256}
+
+// MTUFromNetdev returns the RoCE path MTU for a netdev MTU, as the kernel's
+// iboe_get_mtu does: subtract the RoCE headers (GRH 40, UDP 8, BTH 12,
+// the largest extended header 28, ICRC 4, XRC 4) and round down to an IB
+// MTU. 1500 gives 1024; loopback's 65536 gives 4096. Below 256 it returns 0.
+func MTUFromNetdev(netdevMTU int) int {
+	m := netdevMTU - (40 + 8 + 12 + 4 + 28 + 4)
+	for _, v := range ibMTUs {
+		if m >= v {
+			return v
+		}
+	}
+	return 0
+}
+
+// IBMTU returns the enum ibv_mtu value (1..5) of a byte MTU, or 0.
+func IBMTU(bytes int) int {
+	switch bytes {
+	case 256:
+		return 1
+	case 512:
+		return 2
+	case 1024:
+		return 3
+	case 2048:
+		return 4
+	case 4096:
+		return 5
+	}
+	return 0
+}
+
+// MTUBytes returns the byte MTU of an enum ibv_mtu value, or 0.
+func MTUBytes(ibmtu int) int {
+	if ibmtu < 1 || ibmtu > 5 {
+		return 0
+	}
+	return 128 << ibmtu
+}

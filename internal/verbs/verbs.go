@@ -1,0 +1,405 @@
+// Package verbs is rdmanet's provider-neutral model of the RDMA verbs and of
+// the connection manager (rdma_cm) it needs for Unreliable Datagram (UD)
+// multicast.
+//
+// Two providers implement it:
+//
+//   - rdma-core (package rdmacore): libibverbs and librdmacm through cgo,
+//     loaded at run time; real NICs and the kernel's Soft-RoCE (rxe).
+//   - software (package soft): pure Go RoCEv2 over UDP sockets, for
+//     machines without RDMA hardware; wire-compatible with rxe.
+//
+// The model keeps verbs semantics on both: receives must be posted before a
+// message arrives (a message that finds none is dropped), work completes
+// through completion queues (CQ), and a CQ's completion channel has a file
+// descriptor that a poller can wait for. No C type appears in this API, and
+// the hot-path calls (PostRecv, PostSend, Poll) take caller-owned slices so
+// that a batch is one call (one cgo crossing on rdma-core) and nothing is
+// allocated per message.
+//
+// The object tree follows libibverbs: a Provider binds an ID (an rdma_cm_id
+// in the UDP port space) to a local port; the ID owns one UD QP with its PD,
+// CQs and completion channels, the memory regions registered on it and the
+// address handles made from it. Closing the ID frees everything under it.
+package verbs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+)
+
+// Well-known values of UD multicast.
+const (
+	// DefaultQKey is rdma_cm's Q_Key for the UDP port space (RDMA_UDP_QKEY).
+	DefaultQKey uint32 = 0x01234567
+	// MulticastQPN is the destination QP number of every multicast send.
+	MulticastQPN uint32 = 0xFFFFFF
+	// GRHSize is the size of the Global Route Header area that starts
+	// every UD receive buffer, whether or not the packet carried a GRH.
+	GRHSize = 40
+	// DefaultPKey is the default partition key (full member).
+	DefaultPKey uint16 = 0xFFFF
+)
+
+// Errors shared by the providers. Providers wrap them with the verb that
+// failed (for example "ibv_post_send: %w"), so test with errors.Is.
+var (
+	// ErrUnavailable: the provider cannot run on this machine (rdma-core
+	// not installed, built with CGO_ENABLED=0, no device).
+	ErrUnavailable = errors.New("verbs: provider unavailable")
+	// ErrNoDevice: no device or port serves the requested interface or
+	// address.
+	ErrNoDevice = errors.New("verbs: no RDMA device serves that address")
+	// ErrNotSupported: the device or provider does not support the
+	// operation (EOPNOTSUPP, ENOTSUPP).
+	ErrNotSupported = errors.New("verbs: operation not supported")
+	// ErrMessageSize: a send is larger than the path MTU.
+	ErrMessageSize = errors.New("verbs: message longer than the path MTU")
+	// ErrQueueFull: a post found no room in the work queue.
+	ErrQueueFull = errors.New("verbs: work queue full")
+	// ErrDeviceRemoved: the device went away (DEVICE_REMOVAL).
+	ErrDeviceRemoved = errors.New("verbs: device removed")
+	// ErrClosed: the object was closed.
+	ErrClosed = errors.New("verbs: use of closed object")
+)
+
+// Provider is one verbs backend. Providers register themselves with
+// Register from an init function.
+type Provider interface {
+	// Name is "software" or "rdma-core".
+	Name() string
+	// Available reports whether the provider can run here: nil, or an
+	// error wrapping ErrUnavailable that says why and how to fix it.
+	Available() error
+	// Devices lists the devices and ports the provider sees.
+	Devices() ([]DeviceAttr, error)
+	// Serves reports whether an active port of this provider serves the
+	// interface or address of cfg (what backend "auto" asks before Bind).
+	Serves(cfg BindConfig) bool
+	// Bind resolves cfg to a device, port and GID the way rdma_bind_addr
+	// does and returns an ID bound there (rdma_create_id with
+	// RDMA_PS_UDP + rdma_bind_addr).
+	Bind(cfg BindConfig) (ID, error)
+}
+
+// BindConfig says where to bind. Interface and Addr follow
+// net.ListenMulticastUDP and rdma_bind_addr: Addr, when set, is the local
+// address (it selects the netdev and GID); otherwise Interface selects the
+// netdev and its first address is used. Neither set means loopback: never
+// the interface of the default route.
+type BindConfig struct {
+	Interface *net.Interface
+	Addr      net.IP
+	// Device and Port, when set, must agree with what the address resolves
+	// to (or select the port directly where no address is given).
+	Device string
+	Port   int
+	// IPv6 asks for an IPv6 binding ("rdma6").
+	IPv6 bool
+}
+
+// Binding is where an ID is bound: what rdma_cm resolved.
+type Binding struct {
+	Device    string
+	Port      int
+	GIDIndex  int
+	GID       GID
+	GIDType   GIDType
+	IP        net.IP // the local address bound
+	Netdev    string // the network interface under the port
+	LinkLayer LinkLayer
+	MTU       int // active path MTU in bytes: the largest UD payload
+}
+
+// ID is a connection-manager identity (an rdma_cm_id in RDMA_PS_UDP) bound
+// to one local port. It owns at most one UD QP, created by CreateQP, and
+// everything under it.
+type ID interface {
+	// Local is where the ID is bound.
+	Local() Binding
+	// CreateQP creates the PD, the send and receive CQs with their
+	// completion channels and a UD QP, and moves the QP to RTS with the
+	// configured Q_Key. One QP per ID.
+	CreateQP(cfg QPConfig) (QP, error)
+	// Join joins a multicast group (rdma_join_multicast) and waits for
+	// the MULTICAST_JOIN event or ctx. For a full member the QP is
+	// attached to the MGID; a send-only join attaches nothing. The QP
+	// must exist.
+	Join(ctx context.Context, g Group, opt JoinOptions) (Membership, error)
+	// Leave detaches the QP and leaves the group (rdma_leave_multicast).
+	Leave(mgid GID) error
+	// Events is the asynchronous event channel of the ID: multicast
+	// errors and device removal.
+	Events() EventChannel
+	// Close leaves every group, destroys the QP, CQs, channels, MRs, AHs,
+	// PD and the ID. It is idempotent. The caller must make sure no other
+	// call on the ID or its children is in progress.
+	Close() error
+}
+
+// Group names a multicast group: an IP group address, or a raw MGID (as
+// mckey -M). When MGID is non-zero it is used as is.
+type Group struct {
+	IP   net.IP
+	MGID GID
+}
+
+// JoinOptions qualifies a join.
+type JoinOptions struct {
+	// SendOnly joins as a send-only full member (SendOnlyFullMember):
+	// the QP is not attached and receives nothing from the group.
+	SendOnly bool
+}
+
+// Membership is what a MULTICAST_JOIN event carries: how to send to the
+// group.
+type Membership struct {
+	MGID      GID
+	AH        AHAttr // address handle attributes to reach the group
+	RemoteQPN uint32 // MulticastQPN
+	QKey      uint32
+	MTU       int // path MTU in bytes
+	SendOnly  bool
+}
+
+// QPConfig configures CreateQP. Zero values take defaults.
+type QPConfig struct {
+	SendDepth int // send queue depth (default 256)
+	RecvDepth int // receive queue depth (default 512)
+	// MaxInline asks for inline sends up to this many bytes; the QP
+	// reports what it got in MaxInline().
+	MaxInline int
+	QKey      uint32 // default DefaultQKey
+	// BlockSelfMulticastLoopback asks the device not to deliver this QP's
+	// multicast sends back to itself (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+	// Where unsupported, CreateQP succeeds and QP.LoopbackBlocked()
+	// reports false: the caller filters instead.
+	BlockSelfMulticastLoopback bool
+}
+
+// QP is a UD queue pair in RTS.
+type QP interface {
+	QPN() uint32
+	QKey() uint32
+	// MaxInline is the largest inline send the QP accepts (0: none).
+	MaxInline() int
+	// LoopbackBlocked reports whether the device blocks this QP's own
+	// multicast sends from coming back to it.
+	LoopbackBlocked() bool
+	// RegisterMemory registers an arena for local access (ibv_reg_mr).
+	RegisterMemory(a *Arena) (MR, error)
+	// CreateAH creates an address handle (ibv_create_ah).
+	CreateAH(attr AHAttr) (AH, error)
+	// PostRecv posts receive work requests. It returns how many were
+	// posted; on a partial post the error says why the next one failed.
+	PostRecv(wrs []RecvWR) (int, error)
+	// PostSend posts send work requests; like PostRecv. A send longer
+	// than the path MTU fails with ErrMessageSize; a full send queue with
+	// ErrQueueFull.
+	PostSend(wrs []SendWR) (int, error)
+	SendCQ() CQ
+	RecvCQ() CQ
+}
+
+// CQ is a completion queue with its own completion channel.
+type CQ interface {
+	// Poll fills wcs with completions and returns how many (0 when none);
+	// it never blocks.
+	Poll(wcs []WC) (int, error)
+	// ReqNotify arms the CQ (ibv_req_notify_cq, all completions): the
+	// next completion raises an event on the channel. Poll once more
+	// after arming before sleeping.
+	ReqNotify() error
+	// Channel is the CQ's completion channel.
+	Channel() Channel
+}
+
+// Channel is a completion or event channel: a non-blocking file
+// descriptor that becomes readable when there is something to collect.
+// The fd stays owned by the channel; a poller must dup it.
+type Channel interface {
+	Fd() int
+	// GetEvents consumes pending channel events (ibv_get_cq_event until
+	// EAGAIN) and returns how many; 0 and nil when none were pending.
+	GetEvents() (int, error)
+	// AckEvents acknowledges n events (ibv_ack_cq_events), in batches.
+	AckEvents(n int)
+}
+
+// EventChannel carries an ID's asynchronous events.
+type EventChannel interface {
+	// Fd is readable when Next may return an event.
+	Fd() int
+	// Next returns the next pending event without blocking; ok is false
+	// when none is pending.
+	Next() (ev Event, ok bool, err error)
+}
+
+// EventType is the kind of an asynchronous event.
+type EventType int
+
+const (
+	// EventMulticastError: a group membership broke (for example after a
+	// subnet manager change); the group must be rejoined.
+	EventMulticastError EventType = iota + 1
+	// EventDeviceRemoval: the device is going away; every object under
+	// the ID is dead and must be closed.
+	EventDeviceRemoval
+	// EventAddrChange: the bound address moved (informational).
+	EventAddrChange
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventMulticastError:
+		return "MULTICAST_ERROR"
+	case EventDeviceRemoval:
+		return "DEVICE_REMOVAL"
+	case EventAddrChange:
+		return "ADDR_CHANGE"
+	}
+	return "UNKNOWN_EVENT"
+}
+
+// Event is one asynchronous event.
+type Event struct {
+	Type   EventType
+	MGID   GID // for EventMulticastError
+	Status int // the event's status (errno), if any
+}
+
+// MR is a registered memory region over one Arena.
+type MR interface {
+	LKey() uint32
+	Arena() *Arena
+}
+
+// AH is an address handle.
+type AH interface {
+	Attr() AHAttr
+	// Close destroys the AH (ibv_destroy_ah). The ID also destroys its
+	// AHs on Close.
+	Close() error
+}
+
+// AHAttr are address handle attributes (struct ibv_ah_attr with its GRH).
+type AHAttr struct {
+	DGID         GID
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+	FlowLabel    uint32
+	IsGlobal     bool // a GRH is present (always true on RoCE)
+	DLID         uint16
+	SL           uint8
+	PortNum      uint8
+}
+
+// SGE is one scatter/gather element: Length bytes at Offset in the arena
+// registered as the MR with LKey.
+type SGE struct {
+	Offset uint32
+	Length uint32
+	LKey   uint32
+}
+
+// RecvWR is a receive work request. The buffer must hold GRHSize bytes of
+// GRH followed by the payload.
+type RecvWR struct {
+	WRID uint64
+	SGE  SGE
+}
+
+// SendFlags qualify a send work request.
+type SendFlags uint8
+
+const (
+	SendSignaled  SendFlags = 1 << iota // generate a completion
+	SendInline                          // copy the payload at post time
+	SendSolicited                       // set the BTH SE bit
+	SendWithImm                         // SEND_WITH_IMM: Imm is sent
+)
+
+// SendWR is a UD send work request.
+type SendWR struct {
+	WRID       uint64
+	SGE        SGE
+	AH         AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+	Imm        uint32 // network byte order as on the wire, host value here
+	Flags      SendFlags
+}
+
+// WCStatus is a work completion status (enum ibv_wc_status).
+type WCStatus int
+
+const (
+	WCSuccess       WCStatus = 0
+	WCLocLenErr     WCStatus = 1
+	WCLocQPOpErr    WCStatus = 2
+	WCLocProtErr    WCStatus = 4
+	WCWRFlushErr    WCStatus = 5
+	WCGeneralErr    WCStatus = 21
+	WCRemInvReqErr  WCStatus = 9
+	WCFatalErr      WCStatus = 19
+	WCRespTimeoutEr WCStatus = 20
+)
+
+func (s WCStatus) String() string {
+	switch s {
+	case WCSuccess:
+		return "success"
+	case WCLocLenErr:
+		return "local length error"
+	case WCLocQPOpErr:
+		return "local QP operation error"
+	case WCLocProtErr:
+		return "local protection error"
+	case WCWRFlushErr:
+		return "work request flushed"
+	case WCGeneralErr:
+		return "general error"
+	case WCRemInvReqErr:
+		return "remote invalid request"
+	case WCFatalErr:
+		return "fatal error"
+	case WCRespTimeoutEr:
+		return "response timeout"
+	}
+	return "wc status " + strconv.Itoa(int(s))
+}
+
+// WCOpcode is the kind of work that completed.
+type WCOpcode uint8
+
+const (
+	WCSend WCOpcode = 0
+	WCRecv WCOpcode = 128
+)
+
+// WCFlags qualify a work completion.
+type WCFlags uint8
+
+const (
+	WCGRH     WCFlags = 1 << iota // the buffer's first 40 bytes hold a GRH
+	WCWithImm                     // Imm is valid
+)
+
+// WC is a work completion (struct ibv_wc). For a receive, ByteLen counts
+// the 40 bytes of GRH area too.
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	Flags   WCFlags
+	SL      uint8
+	ByteLen uint32
+	Imm     uint32
+	QPN     uint32 // local QP
+	SrcQP   uint32 // sender's QP (receives)
+	SLID    uint16
+	PKeyIdx uint16
+}
