@@ -1,0 +1,25 @@
+// Package poller waits for RDMA completion channels in Go's runtime
+// netpoller.
+//
+// A completion channel (ibv_comp_channel) has a file descriptor that becomes
+// readable when an armed CQ gets a completion. Waiter puts a dup of that fd
+// into the runtime poller the way mdlayher/socket does (non-blocking,
+// os.NewFile, SyscallConn): every wait is rc.Read, so deadlines and "Close
+// unblocks waiters" come from internal/poll, and no OS thread is held while
+// a goroutine sleeps. There is no epoll thread of our own and no
+// LockOSThread handoff.
+//
+// Waiter runs the verbs wake-up protocol for its Source:
+//
+//	poll the CQ; if empty: arm it (ibv_req_notify_cq), then poll once more
+//	(arm-then-poll: a completion that raced the arm is not missed); if still
+//	empty: drain the channel (ibv_get_cq_event until EAGAIN; acks are
+//	batched by the Source) and, if that consumed an event, start over
+//	(the CQ is disarmed after an event); otherwise sleep in the netpoller.
+//
+// Draining until EAGAIN matters: the netpoller is edge-triggered, so a wait
+// may only start when the fd has been read dry.
+//
+// An optional spin window polls the CQ for a while before arming and
+// sleeping: it trades CPU for latency when messages arrive closely spaced.
+package poller

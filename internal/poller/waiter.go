@@ -1,0 +1,163 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Source is what a Waiter waits for: a CQ and its completion channel.
+type Source interface {
+	// Poll collects completions without blocking and reports how many.
+	Poll() (int, error)
+	// Arm requests a notification for the next completion.
+	Arm() error
+	// Drain consumes pending channel events (until EAGAIN) and reports
+	// how many it consumed. Acknowledging them is the Source's business.
+	Drain() (int, error)
+}
+
+// Waiter waits for one Source through one channel fd. Wait must not be
+// called concurrently on the same Waiter; callers serialize (rdmanet holds
+// its read or write lock around Wait).
+type Waiter struct {
+	f      *os.File
+	rc     syscall.RawConn
+	src    Source
+	spin   time.Duration
+	armed  bool
+	slept  bool // the last step went to sleep: drain before polling
+	closed atomic.Bool
+	n      int
+	err    error
+	fn     func(uintptr) bool // allocated once: Wait itself allocates nothing
+}
+
+// New makes a Waiter for src whose channel fd is fd. The Waiter owns a dup
+// of fd, so the channel's own fd may be closed by its destroy verb (as
+// ibv_destroy_comp_channel does) independently. spin is the spin window
+// (0: none).
+func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, os.NewSyscallError("setnonblock", err)
+	}
+	f := os.NewFile(uintptr(nfd), name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("poller: %s: %w", name, err)
+	}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin}
+	w.fn = w.step
+	return w, nil
+}
+
+// step is one round of the wake-up protocol; true ends the wait.
+func (w *Waiter) step(uintptr) bool {
+	if w.slept {
+		// Woken: consume the events at once, so the channel is read dry
+		// and the CQ known to be disarmed.
+		w.slept = false
+		ev, err := w.src.Drain()
+		if err != nil {
+			w.err = err
+			return true
+		}
+		if ev > 0 {
+			w.armed = false
+		}
+	}
+	for {
+		n, err := w.src.Poll()
+		if err != nil || n > 0 {
+			w.n, w.err = n, err
+			return true
+		}
+		if !w.armed {
+			if err := w.src.Arm(); err != nil {
+				w.err = err
+				return true
+			}
+			w.armed = true
+			continue // poll once more after arming
+		}
+		ev, err := w.src.Drain()
+		if err != nil {
+			w.err = err
+			return true
+		}
+		if ev == 0 {
+			w.slept = true
+			return false // read dry: sleep in the netpoller
+		}
+		w.armed = false // an event disarms the CQ
+	}
+}
+
+// Wait returns once Poll reported completions (their count), or with an
+// error: os.ErrDeadlineExceeded when the deadline passes, net.ErrClosed
+// after Close, or the Source's error.
+func (w *Waiter) Wait() (int, error) {
+	if w.spin > 0 {
+		end := time.Now().Add(w.spin)
+		for {
+			n, err := w.src.Poll()
+			if err != nil || n > 0 {
+				return n, err
+			}
+			if time.Now().After(end) {
+				break
+			}
+		}
+	}
+	w.n, w.err = 0, nil
+	if err := w.rc.Read(w.fn); err != nil {
+		w.slept = false
+		if w.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		return 0, mapErr(err)
+	}
+	return w.n, w.err
+}
+
+// Armed reports whether the CQ is armed (a notification is pending).
+func (w *Waiter) Armed() bool { return w.armed }
+
+// SetDeadline sets the deadline for Wait; a zero time means none. It takes
+// effect on a Wait already blocked.
+func (w *Waiter) SetDeadline(t time.Time) error {
+	return mapErr(w.f.SetReadDeadline(t))
+}
+
+// Close closes the Waiter's fd and unblocks a blocked Wait with
+// net.ErrClosed. It does not touch the Source.
+func (w *Waiter) Close() error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	return mapErr(w.f.Close())
+}
+
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrClosed):
+		return net.ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return os.ErrDeadlineExceeded
+	}
+	return err
+}

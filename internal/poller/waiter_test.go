@@ -1,0 +1,235 @@
+package poller
+
+import (
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// fakeCQ models a CQ with a completion channel on an eventfd: post adds a
+// completion and, when armed, raises one channel event (as a CQ does).
+type fakeCQ struct {
+	mu      sync.Mutex
+	efd     int
+	pending int
+	armed   bool
+	polls   atomic.Int64
+	arms    atomic.Int64
+	acked   atomic.Int64
+	// raceOnArm posts a completion right after arming without raising an
+	// event, modelling a completion that lands between the last poll and
+	// the arm.
+	raceOnArm atomic.Bool
+}
+
+func newFakeCQ(t testing.TB) *fakeCQ {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(efd) })
+	return &fakeCQ{efd: efd}
+}
+
+func (q *fakeCQ) post(n int) {
+	q.mu.Lock()
+	q.pending += n
+	fire := q.armed
+	q.armed = false
+	q.mu.Unlock()
+	if fire {
+		var one = [8]byte{1}
+		unix.Write(q.efd, one[:])
+	}
+}
+
+func (q *fakeCQ) Poll() (int, error) {
+	q.polls.Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.pending
+	q.pending = 0
+	return n, nil
+}
+
+func (q *fakeCQ) Arm() error {
+	q.arms.Add(1)
+	q.mu.Lock()
+	q.armed = true
+	if q.raceOnArm.Swap(false) {
+		q.pending++ // completion present, but no event will be raised
+		q.armed = false
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *fakeCQ) Drain() (int, error) {
+	var b [8]byte
+	_, err := unix.Read(q.efd, b[:])
+	if err == unix.EAGAIN {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := int(b[0]) | int(b[1])<<8
+	q.acked.Add(int64(n))
+	return n, nil
+}
+
+func newWaiter(t testing.TB, q *fakeCQ, spin time.Duration) *Waiter {
+	w, err := New(q.efd, "fakecq", q, spin)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func TestWaitReturnsAtOnceWhenCompletionsPending(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	q.post(3)
+	n, err := w.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Zero(t, q.arms.Load(), "a pending completion must not arm the CQ")
+}
+
+func TestWaitBlocksUntilCompletion(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	done := make(chan int)
+	go func() {
+		n, err := w.Wait()
+		if err != nil {
+			n = -1
+		}
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		t.Fatalf("Wait returned %d before any completion", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.post(1)
+	select {
+	case n := <-done:
+		require.Equal(t, 1, n)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not wake after a completion")
+	}
+	require.Equal(t, int64(1), q.acked.Load(), "the channel event must be drained")
+}
+
+func TestArmThenPollCatchesRacingCompletion(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	q.raceOnArm.Store(true)
+	w.SetDeadline(time.Now().Add(2 * time.Second))
+	n, err := w.Wait()
+	require.NoError(t, err, "a completion that raced the arm was missed")
+	require.Equal(t, 1, n)
+}
+
+func TestWaitDeadline(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	require.NoError(t, w.SetDeadline(time.Now().Add(-time.Second)))
+	start := time.Now()
+	_, err := w.Wait()
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second)
+
+	// Moving the deadline while blocked takes effect.
+	require.NoError(t, w.SetDeadline(time.Time{}))
+	errc := make(chan error)
+	go func() { _, err := w.Wait(); errc <- err }()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, w.SetDeadline(time.Now().Add(10*time.Millisecond)))
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(5 * time.Second):
+		t.Fatal("moving the deadline did not unblock Wait")
+	}
+}
+
+func TestCloseUnblocksWait(t *testing.T) {
+	q := newFakeCQ(t)
+	w, err := New(q.efd, "fakecq", q, 0)
+	require.NoError(t, err)
+	errc := make(chan error)
+	go func() { _, err := w.Wait(); errc <- err }()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, w.Close())
+	select {
+	case err := <-errc:
+		require.True(t, errors.Is(err, net.ErrClosed), "got %v, want net.ErrClosed", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock Wait")
+	}
+	_, err = w.Wait()
+	require.ErrorIs(t, err, net.ErrClosed)
+	// The original fd is untouched: the Waiter owned a dup.
+	_, err = unix.FcntlInt(uintptr(q.efd), unix.F_GETFD, 0)
+	require.NoError(t, err)
+}
+
+func TestSpinWindowFindsCompletionWithoutArming(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 200*time.Millisecond)
+	go func() {
+		time.Sleep(time.Millisecond)
+		q.mu.Lock()
+		q.pending++
+		q.mu.Unlock()
+	}()
+	n, err := w.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, q.arms.Load(), "spin found the completion; the CQ must not be armed")
+}
+
+func TestWaitAllocatesNothing(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		q.post(1)
+		if _, err := w.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}
+
+// 1000 goroutines each blocked in Wait must not hold 1000 OS threads.
+func TestBlockedWaitersHoldNoThreads(t *testing.T) {
+	const n = 1000
+	ws := make([]*Waiter, n)
+	qs := make([]*fakeCQ, n)
+	for i := range ws {
+		qs[i] = newFakeCQ(t)
+		ws[i] = newWaiter(t, qs[i], 0)
+	}
+	var wg sync.WaitGroup
+	for i := range ws {
+		wg.Add(1)
+		go func(w *Waiter) { defer wg.Done(); w.Wait() }(ws[i])
+	}
+	time.Sleep(200 * time.Millisecond)
+	threads := pprof.Lookup("threadcreate").Count()
+	limit := runtime.GOMAXPROCS(0) + 8
+	// threadcreate counts threads ever created, an upper bound of those alive.
+	require.LessOrEqual(t, threads, limit+2, "threads created with %d blocked waiters", n)
+	for i := range qs {
+		qs[i].post(1)
+	}
+	wg.Wait()
+}
