@@ -1,0 +1,356 @@
+package ipoib
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Scope is the multicast scope nibble of an IPoIB MGID (ff1S:...), with
+// the meanings of IPv6 multicast scopes. The kernel copies it from the
+// IPoIB interface's broadcast address; the default is link-local.
+type Scope uint8
+
+// Scopes RFC 4391 names (any value 0-15 fits in the nibble).
+const (
+	ScopeInterfaceLocal Scope = 0x1
+	ScopeLinkLocal      Scope = 0x2
+	ScopeSiteLocal      Scope = 0x5
+	ScopeOrgLocal       Scope = 0x8
+	ScopeGlobal         Scope = 0xe
+)
+
+// DefaultScope is the scope of the default IPoIB broadcast group.
+const DefaultScope = ScopeLinkLocal
+
+func (s Scope) String() string {
+	name := ""
+	switch s {
+	case ScopeInterfaceLocal:
+		name = " interface-local"
+	case ScopeLinkLocal:
+		name = " link-local"
+	case ScopeSiteLocal:
+		name = " site-local"
+	case ScopeOrgLocal:
+		name = " organization-local"
+	case ScopeGlobal:
+		name = " global"
+	}
+	return fmt.Sprintf("0x%x%s", uint8(s), name)
+}
+
+// P_Key constants.
+const (
+	// DefaultPKey is the default partition's key, full member.
+	DefaultPKey uint16 = 0xffff
+	// FullMember is the P_Key's membership bit. IPoIB always sets it in
+	// the key it puts into MGIDs (ipoib_main.c: priv->pkey |= 0x8000,
+	// then broadcast[8..9] = pkey), so a limited-member key such as
+	// 0x7fff maps to the same group as 0xffff.
+	FullMember uint16 = 0x8000
+)
+
+// MGID signatures (bytes 2-3 of an IB MGID).
+const (
+	SignatureIPoIBv4 uint16 = 0x401b // RFC 4391, IPv4
+	SignatureIPoIBv6 uint16 = 0x601b // RFC 4391, IPv6
+	SignatureCMv4    uint16 = 0x4001 // rdma_cm RDMA_PS_UDP, IPv4 group
+	SignatureCMv6    uint16 = 0x6001 // rdma_cm RDMA_PS_UDP, IPv6 group
+	SignatureSA      uint16 = 0xa01b // MGID assigned by the subnet administrator
+)
+
+// ErrNotMulticast is returned (wrapped) for a group that is not an IP
+// multicast address.
+var ErrNotMulticast = errors.New("not a multicast address")
+
+func checkGroup(group netip.Addr) (netip.Addr, error) {
+	group = group.Unmap()
+	if !group.IsValid() {
+		return group, fmt.Errorf("ipoib: no group address")
+	}
+	if group.Zone() != "" {
+		group = group.WithZone("")
+	}
+	if !group.IsMulticast() {
+		return group, fmt.Errorf("ipoib: group %s: %w", group, ErrNotMulticast)
+	}
+	return group, nil
+}
+
+func checkPKeyScope(pkey uint16, scope Scope) error {
+	if pkey&^FullMember == 0 {
+		return fmt.Errorf("ipoib: P_Key %#04x is not a valid partition key", pkey)
+	}
+	if scope > 0xf {
+		return fmt.Errorf("ipoib: scope %d does not fit in 4 bits", uint8(scope))
+	}
+	return nil
+}
+
+// ibMGID fills an IB MGID the way the kernel's ip_ib_mc_map and
+// ipv6_ib_mc_map (include/net/ip.h, include/net/if_inet6.h) fill bytes
+// 4-19 of the IPoIB hardware address:
+//
+//	buf[5] = 0x10 | scope;   buf[6..7] = signature
+//	buf[8..9] = P_Key (from the broadcast address, full-member bit set)
+//	IPv4: buf[10..15] = 0; buf[16] = group[0] & 0x0f; buf[17..19] = group[1..3]
+//	IPv6: buf[10..19] = group[6..15]
+func ibMGID(group netip.Addr, pkey uint16, scope Scope, v4sig, v6sig uint16) MGID {
+	var m MGID
+	pkey |= FullMember
+	m[0] = 0xff
+	m[1] = 0x10 | byte(scope)
+	m[4], m[5] = byte(pkey>>8), byte(pkey)
+	if group.Is4() {
+		m[2], m[3] = byte(v4sig>>8), byte(v4sig)
+		g := group.As4()
+		m[12] = g[0] & 0x0f
+		copy(m[13:], g[1:])
+	} else {
+		m[2], m[3] = byte(v6sig>>8), byte(v6sig)
+		g := group.As16()
+		copy(m[6:], g[6:])
+	}
+	return m
+}
+
+// IPoIBMGID returns the MGID that IPoIB (RFC 4391, the kernel's
+// ip_ib_mc_map and ipv6_ib_mc_map) joins for an IP multicast group on a
+// partition and scope:
+//
+//	IPv4: ff1S:401b:PPPP:0000:0000:0000:GGGG:GGGG  (the group's low 28 bits)
+//	IPv6: ff1S:601b:PPPP:GGGG:GGGG:GGGG:GGGG:GGGG  (the group's low 80 bits)
+//
+// The full-member bit is set in PPPP whatever pkey says, as the kernel
+// does. 239.1.2.3 on the default partition and scope gives
+// ff12:401b:ffff::f01:203.
+func IPoIBMGID(group netip.Addr, pkey uint16, scope Scope) (MGID, error) {
+	group, err := checkGroup(group)
+	if err != nil {
+		return MGID{}, err
+	}
+	if err := checkPKeyScope(pkey, scope); err != nil {
+		return MGID{}, err
+	}
+	return ibMGID(group, pkey, scope, SignatureIPoIBv4, SignatureIPoIBv6), nil
+}
+
+// RDMACMMGID returns the MGID rdma_cm joins on InfiniBand for an IP group
+// in port space RDMA_PS_UDP (the kernel's cma_set_mgid in
+// drivers/infiniband/core/cma.c):
+//
+//	} else if ((addr->sa_family == AF_INET6) &&
+//		   ((be32_to_cpu(sin6->sin6_addr.s6_addr32[0]) & 0xFFF0FFFF) ==
+//								 0xFF10A01B)) {
+//		/* IPv6 address is an SA assigned MGID. */
+//		memcpy(mgid, &sin6->sin6_addr, sizeof *mgid);
+//	...
+//	} else {
+//		ip_ib_mc_map(sin->sin_addr.s_addr, dev_addr->broadcast, mc_map);
+//		if (id_priv->id.ps == RDMA_PS_UDP)
+//			mc_map[7] = 0x01;	/* Use RDMA CM signature */
+//		*mgid = *(union ib_gid *) (mc_map + 4);
+//	}
+//
+// That is the IPoIB MGID with byte 3 set to 0x01 (ff1S:4001:PPPP::... and
+// ff1S:6001:PPPP:...), P_Key and scope coming from the IPoIB interface's
+// broadcast address. An IPv6 group of the form ff1S:a01b:... is an MGID
+// the subnet administrator assigned and is used verbatim. (The unspecified
+// address, which asks the SA to assign an MGID, is not a group and is
+// rejected here.)
+func RDMACMMGID(group netip.Addr, pkey uint16, scope Scope) (MGID, error) {
+	group, err := checkGroup(group)
+	if err != nil {
+		return MGID{}, err
+	}
+	if err := checkPKeyScope(pkey, scope); err != nil {
+		return MGID{}, err
+	}
+	if group.Is6() {
+		g := group.As16()
+		if g[0] == 0xff && g[1]&0xf0 == 0x10 && g[2] == 0xa0 && g[3] == 0x1b {
+			return MGID(g), nil
+		}
+	}
+	return ibMGID(group, pkey, scope, SignatureCMv4, SignatureCMv6), nil
+}
+
+// RoCEv2MGID returns the MGID rdma_cm joins on a RoCE v2 port
+// (cma_iboe_set_mgid with IB_GID_TYPE_ROCE_UDP_ENCAP): an IPv4 group maps
+// to ::ffff:a.b.c.d, the IPv4-mapped address the RoCE v2 annex
+// specifies, and an IPv6 group to itself.
+//
+// rdma_cm refuses to join an IPv6 group on RoCE v2 (ENOTSUPP in
+// cma_iboe_join_multicast): the MGID is well defined, the join is not.
+func RoCEv2MGID(group netip.Addr) (MGID, error) {
+	group, err := checkGroup(group)
+	if err != nil {
+		return MGID{}, err
+	}
+	return MGID(group.As16()), nil
+}
+
+// RoCEv1MGID returns the MGID rdma_cm joins on a RoCE v1 port
+// (cma_iboe_set_mgid with IB_GID_TYPE_ROCE): an IPv4 group maps to
+// ff0e::ffff:a.b.c.d (raw[0] = 0xff, raw[1] = 0x0e, raw[10..11] = 0xff,
+// raw[12..15] = the group), an IPv6 group to itself.
+func RoCEv1MGID(group netip.Addr) (MGID, error) {
+	group, err := checkGroup(group)
+	if err != nil {
+		return MGID{}, err
+	}
+	m := MGID(group.As16())
+	if group.Is4() {
+		m[0], m[1] = 0xff, 0x0e
+	}
+	return m, nil
+}
+
+// BroadcastMGID returns the IPoIB broadcast group of a partition and
+// scope (RFC 4391 section 4.1): ff1S:401b:PPPP::ffff:ffff, P_Key with the
+// full-member bit set. Every IPoIB interface joins it; the default one is
+// ff12:401b:ffff::ffff:ffff.
+func BroadcastMGID(pkey uint16, scope Scope) (MGID, error) {
+	if err := checkPKeyScope(pkey, scope); err != nil {
+		return MGID{}, err
+	}
+	pkey |= FullMember
+	return MGID{0xff, 0x10 | byte(scope), 0x40, 0x1b, byte(pkey >> 8), byte(pkey),
+		12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff}, nil
+}
+
+// BroadcastAddr returns the 20-byte broadcast hardware address of an
+// IPoIB interface (what /sys/class/net/ib0/broadcast shows): QPN 0xffffff
+// and the broadcast MGID.
+func BroadcastAddr(pkey uint16, scope Scope) (LinkAddr, error) {
+	m, err := BroadcastMGID(pkey, scope)
+	if err != nil {
+		return LinkAddr{}, err
+	}
+	return MakeLinkAddr(0, MulticastQPN, GID(m)), nil
+}
+
+// EthernetMAC returns the Ethernet multicast address a RoCE frame for the
+// group carries (ip_eth_mc_map, ipv6_eth_mc_map): 01:00:5e and the low 23
+// bits of an IPv4 group, 33:33 and the low 32 bits of an IPv6 one.
+func EthernetMAC(group netip.Addr) (net.HardwareAddr, error) {
+	group, err := checkGroup(group)
+	if err != nil {
+		return nil, err
+	}
+	if group.Is4() {
+		g := group.As4()
+		return net.HardwareAddr{0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3]}, nil
+	}
+	g := group.As16()
+	return net.HardwareAddr{0x33, 0x33, g[12], g[13], g[14], g[15]}, nil
+}
+
+// Mapping names a way an IP group becomes an MGID.
+type Mapping uint8
+
+// Mappings.
+const (
+	MapIPoIB       Mapping = iota + 1 // IPoIB, RFC 4391 (ip_ib_mc_map)
+	MapRDMACM                         // rdma_cm RDMA_PS_UDP on InfiniBand
+	MapRDMACMSA                       // rdma_cm, SA-assigned MGID used verbatim
+	MapRoCEv2                         // rdma_cm on RoCE v2
+	MapRoCEv1                         // rdma_cm on RoCE v1
+	MapRoCEIPv6                       // rdma_cm on RoCE, IPv6 group verbatim
+	MapBroadcast                      // the IPoIB broadcast group
+)
+
+func (m Mapping) String() string {
+	switch m {
+	case MapIPoIB:
+		return "IPoIB"
+	case MapRDMACM:
+		return "rdma_cm UDP on InfiniBand"
+	case MapRDMACMSA:
+		return "rdma_cm SA-assigned"
+	case MapRoCEv2:
+		return "RoCE v2"
+	case MapRoCEv1:
+		return "RoCE v1"
+	case MapRoCEIPv6:
+		return "RoCE v1/v2 IPv6"
+	case MapBroadcast:
+		return "IPoIB broadcast"
+	}
+	return "unknown"
+}
+
+// Origin is one way an MGID can have come from an IP group: the result of
+// the reverse mapping.
+type Origin struct {
+	Mapping Mapping
+	// Group is the IP group. For IPoIB and rdma_cm IPv6 MGIDs only the
+	// group's low 80 bits are in the MGID: Group then has its first six
+	// bytes zero and Partial is true. It is the zero Addr for the
+	// broadcast group.
+	Group   netip.Addr
+	Partial bool
+	// PKey and Scope are set for the InfiniBand mappings.
+	PKey  uint16
+	Scope Scope
+}
+
+// Origins returns every mapping that produces m, most specific first, or
+// none when no mapping here produces it. An ff00::/8 MGID is also, read
+// verbatim, the MGID of itself as an IPv6 group on RoCE; that reading is
+// listed last.
+func (m MGID) Origins() []Origin {
+	var out []Origin
+	a := netip.AddrFrom16(m)
+	if m[0] == 0xff && m[1]&0xf0 == 0x10 {
+		ib := Origin{PKey: m.PKey(), Scope: m.Scope()}
+		zero6to11 := m[6]|m[7]|m[8]|m[9]|m[10]|m[11] == 0
+		switch m.Signature() {
+		case SignatureIPoIBv4, SignatureCMv4:
+			ib.Mapping = MapIPoIB
+			if m.Signature() == SignatureCMv4 {
+				ib.Mapping = MapRDMACM
+			}
+			switch {
+			case !zero6to11:
+			case m.Signature() == SignatureIPoIBv4 && m[12] == 0xff && m[13] == 0xff && m[14] == 0xff && m[15] == 0xff:
+				ib.Mapping = MapBroadcast
+				out = append(out, ib)
+			case m[12]&0xf0 == 0:
+				// IPv4 multicast is 224.0.0.0/4: the top nibble is
+				// always 0xe, so the 28 bits restore the group exactly.
+				ib.Group = netip.AddrFrom4([4]byte{0xe0 | m[12], m[13], m[14], m[15]})
+				out = append(out, ib)
+			}
+		case SignatureIPoIBv6, SignatureCMv6:
+			ib.Mapping = MapIPoIB
+			if m.Signature() == SignatureCMv6 {
+				ib.Mapping = MapRDMACM
+			}
+			var g [16]byte
+			copy(g[6:], m[6:])
+			ib.Group = netip.AddrFrom16(g)
+			ib.Partial = true
+			out = append(out, ib)
+		case SignatureSA:
+			ib.Mapping = MapRDMACMSA
+			ib.Group = a
+			out = append(out, ib)
+		}
+	}
+	if a.Is4In6() && a.Unmap().IsMulticast() {
+		out = append(out, Origin{Mapping: MapRoCEv2, Group: a.Unmap()})
+	}
+	if m[0] == 0xff && m[1] == 0x0e && m[2]|m[3]|m[4]|m[5]|m[6]|m[7]|m[8]|m[9] == 0 &&
+		m[10] == 0xff && m[11] == 0xff {
+		if g := netip.AddrFrom4([4]byte(m[12:])); g.IsMulticast() {
+			out = append(out, Origin{Mapping: MapRoCEv1, Group: g})
+		}
+	}
+	if m[0] == 0xff {
+		out = append(out, Origin{Mapping: MapRoCEIPv6, Group: a})
+	}
+	return out
+}
