@@ -1,0 +1,130 @@
+package rdmanet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// Backends.
+const (
+	BackendAuto     = "auto"      // rdma-core when an active RDMA port serves the address, else software
+	BackendSoftware = "software"  // pure Go RoCEv2 over UDP sockets
+	BackendRDMACore = "rdma-core" // libibverbs + librdmacm
+)
+
+// EnvBackend names the environment variable that overrides
+// ListenConfig.Backend (and the default "auto") for every conn of the
+// process: "software", "rdma-core" or "auto".
+const EnvBackend = "RDMANET_BACKEND"
+
+// ListenConfig holds options for listening. The zero value is ready to use:
+// backend auto, loopback on, full-member join, default depths.
+type ListenConfig struct {
+	// Backend is "auto" (or ""), "software" or "rdma-core". The
+	// RDMANET_BACKEND environment variable overrides it.
+	Backend string
+	// LocalAddr, when set, is the local address to bind (as
+	// rdma_bind_addr): it selects the netdev, device, port and GID. It
+	// wins over the ifi passed to ListenMulticast.
+	LocalAddr net.IP
+	// Device and Port pin the RDMA device and port (rdma-core); they must
+	// agree with the address.
+	Device string
+	Port   int
+	// RecvDepth is the number of receive buffers kept posted (default
+	// 512); SendDepth the number of sends in flight (default 256).
+	RecvDepth int
+	SendDepth int
+	// DisableLoopback stops the conn from receiving its own multicast
+	// messages (multicast loopback is on by default, as with UDP). Other
+	// conns on the same host still receive them. SetMulticastLoopback
+	// changes it later.
+	DisableLoopback bool
+	// SendOnly joins groups as a send-only member: the conn sends to the
+	// group and receives nothing from it.
+	SendOnly bool
+	// QKey is the Q_Key of the QP and of group sends (default
+	// 0x01234567, rdma_cm's RDMA_UDP_QKEY).
+	QKey uint32
+	// Spin is how long a read polls the completion queue before it arms
+	// it and sleeps (default 0: sleep at once). Spinning trades CPU for
+	// latency when messages arrive closely spaced.
+	Spin time.Duration
+	// MaxInline asks for inline sends up to this size (rdma-core; default
+	// 256).
+	MaxInline int
+}
+
+func (lc *ListenConfig) withDefaults() ListenConfig {
+	c := *lc
+	if c.RecvDepth <= 0 {
+		c.RecvDepth = 512
+	}
+	if c.SendDepth <= 0 {
+		c.SendDepth = 256
+	}
+	if c.SendDepth < 4 {
+		c.SendDepth = 4
+	}
+	if c.QKey == 0 {
+		c.QKey = verbs.DefaultQKey
+	}
+	if c.MaxInline == 0 {
+		c.MaxInline = 256
+	}
+	if env := os.Getenv(EnvBackend); env != "" {
+		c.Backend = env
+	}
+	if c.Backend == "" {
+		c.Backend = BackendAuto
+	}
+	return c
+}
+
+// chooseProvider picks the provider for cfg: the named one, or for "auto"
+// rdma-core when it is available and an active port serves the address,
+// else software.
+func chooseProvider(backend string, bc verbs.BindConfig) (verbs.Provider, error) {
+	switch backend {
+	case BackendSoftware, BackendRDMACore:
+		p, err := verbs.Lookup(backend)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Available(); err != nil {
+			return nil, err
+		}
+		return p, nil
+	case BackendAuto:
+		if p, err := verbs.Lookup(BackendRDMACore); err == nil && p.Available() == nil && p.Serves(bc) {
+			return p, nil
+		}
+		return verbs.Lookup(BackendSoftware)
+	}
+	return nil, fmt.Errorf("unknown backend %q: want auto, software or rdma-core", backend)
+}
+
+// ListenMulticast is like the package function ListenMulticast, with the
+// options of lc. ctx bounds the group join.
+func (lc *ListenConfig) ListenMulticast(ctx context.Context, network string, ifi *net.Interface, group *net.UDPAddr) (*Conn, error) {
+	return listen(ctx, lc.withDefaults(), network, ifi, group)
+}
+
+// ListenMulticast returns a Conn joined to the multicast group, in the
+// shape of net.ListenMulticastUDP: network is "rdma", "rdma4" or "rdma6";
+// ifi selects the interface (and through it the RDMA device and port); a
+// nil ifi means loopback, never "the interface of the default route".
+//
+// The group's Port has no meaning in RDMA multicast: RoCE v2 always uses
+// UDP port 4791 and InfiniBand has no ports. It is ignored, so a UDP
+// program switches by changing only the function and network names. A nil
+// group listens without joining any (use JoinGroup, or unicast only).
+func ListenMulticast(network string, ifi *net.Interface, group *net.UDPAddr) (*Conn, error) {
+	var lc ListenConfig
+	return lc.ListenMulticast(context.Background(), network, ifi, group)
+}

@@ -1,0 +1,290 @@
+package rdmanet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/poller"
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
+)
+
+// Conn is a UD queue pair joined to multicast groups, as a net.PacketConn.
+//
+// Reads and writes are safe for concurrent use. Reads are serialized among
+// themselves, and so are writes, as with net.UDPConn.
+type Conn struct {
+	network string
+	cfg     ListenConfig
+	prov    verbs.Provider
+	id      verbs.ID
+	qp      verbs.QP
+	local   verbs.Binding
+	self    Addr // this QP's address
+	mtu     int
+
+	ctx      context.Context // canceled by Close: bounds joins
+	cancel   context.CancelFunc
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+	fatalErr atomic.Pointer[error] // set on device removal
+
+	loopback atomic.Bool    // deliver own multicast messages
+	bg       sync.WaitGroup // rejoin goroutines
+
+	rd  recvState
+	wr  sendState
+	grp groupState
+	ev  eventState
+	ctr counters
+}
+
+var _ net.PacketConn = (*Conn)(nil)
+
+func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr) (_ *Conn, err error) {
+	c := &Conn{network: network, cfg: cfg}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	ipv6 := false
+	switch network {
+	case "rdma", "rdma4":
+	case "rdma6":
+		ipv6 = true
+	default:
+		return nil, c.opError("listen", group, net.UnknownNetworkError(network))
+	}
+	if group != nil {
+		if group.IP == nil || !group.IP.IsMulticast() {
+			return nil, c.opError("listen", group, &addrError{group, "not a multicast group"})
+		}
+		if network == "rdma4" && group.IP.To4() == nil || network == "rdma6" && group.IP.To4() != nil {
+			return nil, c.opError("listen", group, &addrError{group, "wrong address family for network " + network})
+		}
+	}
+	bc := verbs.BindConfig{Interface: ifi, Addr: cfg.LocalAddr, Device: cfg.Device, Port: cfg.Port, IPv6: ipv6}
+	c.prov, err = chooseProvider(cfg.Backend, bc)
+	if err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	c.id, err = c.prov.Bind(bc)
+	if err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	defer func() {
+		if err != nil {
+			c.teardown()
+		}
+	}()
+	c.qp, err = c.id.CreateQP(verbs.QPConfig{
+		SendDepth:                  cfg.SendDepth,
+		RecvDepth:                  cfg.RecvDepth,
+		MaxInline:                  cfg.MaxInline,
+		QKey:                       cfg.QKey,
+		BlockSelfMulticastLoopback: cfg.DisableLoopback,
+	})
+	if err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	c.local = c.id.Local() // the provider may refine it once the QP exists
+	c.mtu = c.local.MTU
+	c.self = Addr{GID: ipoib.GID(c.local.GID), QPN: c.qp.QPN()}
+	if g, ok := c.qp.(interface{ GID() verbs.GID }); ok {
+		c.self.GID = ipoib.GID(g.GID())
+	}
+	c.loopback.Store(!cfg.DisableLoopback)
+	if err = c.initRecv(); err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	if err = c.initSend(); err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	if err = c.initEvents(); err != nil {
+		return nil, c.opError("listen", group, err)
+	}
+	if group != nil {
+		if err = c.join(ctx, verbs.Group{IP: group.IP}); err != nil {
+			return nil, c.opError("listen", group, err)
+		}
+	}
+	return c, nil
+}
+
+// teardown frees everything; callers make sure nothing else runs.
+func (c *Conn) teardown() {
+	c.cancel()
+	c.stopEvents()
+	if c.rd.waiter != nil {
+		c.rd.waiter.Close()
+	}
+	if c.wr.waiter != nil {
+		c.wr.waiter.Close()
+	}
+	c.rd.src.ackAll()
+	c.wr.src.ackAll()
+	if c.id != nil {
+		c.id.Close() // leaves groups, destroys AHs, QP, CQs, MRs, PD, ID
+	}
+	if c.rd.arena != nil {
+		c.rd.arena.Free()
+	}
+	if c.wr.arena != nil {
+		c.wr.arena.Free()
+	}
+}
+
+// Close leaves every group, unblocks every blocked call (they return
+// net.ErrClosed), and frees the QP, CQs, memory and file descriptors. It is
+// idempotent: later calls return nil.
+func (c *Conn) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	// Unblock waiters, then wait for in-flight reads and writes to leave
+	// before the verbs objects go away.
+	c.rd.waiter.Close()
+	c.wr.waiter.Close()
+	c.stopEvents()
+	c.bg.Wait() // rejoins take wr.mu: let them go before locking
+	c.rd.mu.Lock()
+	c.wr.mu.Lock()
+	c.grp.mu.Lock()
+	c.teardown()
+	c.grp.mu.Unlock()
+	c.wr.mu.Unlock()
+	c.rd.mu.Unlock()
+	return nil
+}
+
+// checkOpen returns the error a call on a closed or broken conn returns.
+func (c *Conn) checkOpen() error {
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
+	if e := c.fatalErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// mapWaitErr turns a waiter error into what the caller sees: a device
+// removal wins over the closed waiter it caused.
+func (c *Conn) mapWaitErr(err error) error {
+	if errors.Is(err, net.ErrClosed) && !c.closed.Load() {
+		if e := c.fatalErr.Load(); e != nil {
+			return *e
+		}
+	}
+	return err
+}
+
+// LocalAddr returns the conn's own address: its GID and QPN.
+func (c *Conn) LocalAddr() net.Addr {
+	a := c.self
+	return &a
+}
+
+func (c *Conn) localAddr() net.Addr {
+	if c.qp == nil {
+		return nil
+	}
+	return c.LocalAddr()
+}
+
+// MTU returns the largest payload a write may carry: the path MTU of the
+// port (and of every joined group). Longer writes fail.
+func (c *Conn) MTU() int { return c.mtu }
+
+// Backend is which backend the conn uses and where it is bound.
+type Backend struct {
+	Name      string // "software" or "rdma-core"
+	Device    string
+	Port      int
+	GIDIndex  int
+	GID       ipoib.GID
+	Netdev    string
+	LinkLayer string
+	// LoopbackBlocked: the device itself blocks this QP's own multicast
+	// (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); otherwise the conn filters.
+	LoopbackBlocked bool
+}
+
+// Backend reports the backend, device and port the conn uses.
+func (c *Conn) Backend() Backend {
+	return Backend{
+		Name:            c.prov.Name(),
+		Device:          c.local.Device,
+		Port:            c.local.Port,
+		GIDIndex:        c.local.GIDIndex,
+		GID:             ipoib.GID(c.local.GID),
+		Netdev:          c.local.Netdev,
+		LinkLayer:       c.local.LinkLayer.String(),
+		LoopbackBlocked: c.qp.LoopbackBlocked(),
+	}
+}
+
+func (b Backend) String() string {
+	return fmt.Sprintf("%s %s port %d (%s, %s, GID %s)", b.Name, b.Device, b.Port, b.Netdev, b.LinkLayer, b.GID)
+}
+
+// SetMulticastLoopback sets whether the conn receives its own multicast
+// messages. Other conns on the host are not affected.
+func (c *Conn) SetMulticastLoopback(on bool) error {
+	if err := c.checkOpen(); err != nil {
+		return c.opError("set", nil, err)
+	}
+	c.loopback.Store(on)
+	return nil
+}
+
+// MulticastLoopback reports whether the conn receives its own multicast
+// messages.
+func (c *Conn) MulticastLoopback() bool { return c.loopback.Load() }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline for reads, including one blocked now.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if err := c.checkOpen(); err != nil {
+		return c.opError("set", nil, err)
+	}
+	c.rd.deadline.Store(deadlineNanos(t))
+	return c.opError("set", nil, c.rd.waiter.SetDeadline(t))
+}
+
+// SetWriteDeadline sets the deadline for writes that must wait for a send
+// slot.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if err := c.checkOpen(); err != nil {
+		return c.opError("set", nil, err)
+	}
+	c.wr.deadline.Store(deadlineNanos(t))
+	return c.opError("set", nil, c.wr.waiter.SetDeadline(t))
+}
+
+func deadlineNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// deadlinePassed reports whether a stored deadline is in the past.
+func deadlinePassed(d *atomic.Int64) bool {
+	n := d.Load()
+	return n != 0 && time.Now().UnixNano() >= n
+}
+
+var _ = poller.New

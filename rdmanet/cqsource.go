@@ -1,0 +1,61 @@
+package rdmanet
+
+import "github.com/go-rdma/rdmanet/internal/verbs"
+
+// ackBatch is how many CQ events are collected before one
+// ibv_ack_cq_events call (acking takes a mutex in libibverbs).
+const ackBatch = 32
+
+// chanAcker drains a completion channel and acknowledges its events in
+// batches. Every event must be acked before the CQ is destroyed: ackAll.
+type chanAcker struct {
+	cq      verbs.CQ
+	ch      verbs.Channel
+	unacked int
+}
+
+func (a *chanAcker) Arm() error { return a.cq.ReqNotify() }
+
+func (a *chanAcker) Drain() (int, error) {
+	total := 0
+	for {
+		n, err := a.ch.GetEvents()
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+		a.unacked += n
+	}
+	if a.unacked >= ackBatch {
+		a.ch.AckEvents(a.unacked)
+		a.unacked = 0
+	}
+	return total, nil
+}
+
+func (a *chanAcker) ackAll() {
+	if a.ch != nil && a.unacked > 0 {
+		a.ch.AckEvents(a.unacked)
+		a.unacked = 0
+	}
+}
+
+// recvSource is the receive CQ as the poller sees it: Poll fills the
+// conn's pending completions.
+type recvSource struct {
+	chanAcker
+	c *Conn
+}
+
+func (s *recvSource) Poll() (int, error) { return s.c.pollRecv() }
+
+// sendSource is the send CQ: Poll reclaims send slots.
+type sendSource struct {
+	chanAcker
+	c *Conn
+}
+
+func (s *sendSource) Poll() (int, error) { return s.c.reapSends() }

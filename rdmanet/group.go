@@ -1,0 +1,253 @@
+package rdmanet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
+)
+
+// joinTimeout bounds a join made by JoinGroup (rdma_cm waits for the
+// subnet manager on InfiniBand).
+const joinTimeout = 10 * time.Second
+
+type membership struct {
+	group verbs.Group
+	ip    netip.Addr // zero for a raw-MGID join
+	m     verbs.Membership
+	ah    verbs.AH
+}
+
+type groupState struct {
+	mu     sync.RWMutex
+	byIP   map[netip.Addr]*membership
+	byMGID map[ipoib.GID]*membership
+}
+
+func (g *groupState) lookupIP(ip netip.Addr) *membership {
+	g.mu.RLock()
+	m := g.byIP[ip]
+	g.mu.RUnlock()
+	return m
+}
+
+func (g *groupState) lookupMGID(mgid ipoib.GID) *membership {
+	g.mu.RLock()
+	m := g.byMGID[mgid]
+	g.mu.RUnlock()
+	return m
+}
+
+// join joins g and records the membership.
+func (c *Conn) join(ctx context.Context, g verbs.Group) error {
+	c.grp.mu.Lock()
+	defer c.grp.mu.Unlock()
+	if c.grp.byIP == nil {
+		c.grp.byIP = map[netip.Addr]*membership{}
+		c.grp.byMGID = map[ipoib.GID]*membership{}
+	}
+	var ip netip.Addr
+	if g.IP != nil {
+		ip, _ = netip.AddrFromSlice(g.IP)
+		ip = ip.Unmap()
+		if _, dup := c.grp.byIP[ip]; dup {
+			return fmt.Errorf("group %s already joined", ip)
+		}
+	} else if _, dup := c.grp.byMGID[ipoib.GID(g.MGID)]; dup {
+		return fmt.Errorf("MGID %s already joined", g.MGID)
+	}
+	m, err := c.id.Join(ctx, g, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
+	if err != nil {
+		return err
+	}
+	ah, err := c.qp.CreateAH(m.AH)
+	if err != nil {
+		c.id.Leave(m.MGID)
+		return err
+	}
+	ms := &membership{group: g, ip: ip, m: m, ah: ah}
+	if ip.IsValid() {
+		c.grp.byIP[ip] = ms
+	}
+	c.grp.byMGID[ipoib.GID(m.MGID)] = ms
+	if m.MTU > 0 && m.MTU < c.mtu {
+		c.mtu = m.MTU
+	}
+	return nil
+}
+
+// groupOf turns JoinGroup's argument into a verbs.Group.
+func groupOf(group net.Addr) (verbs.Group, error) {
+	switch a := group.(type) {
+	case *net.UDPAddr:
+		if a != nil && a.IP.IsMulticast() {
+			return verbs.Group{IP: a.IP}, nil
+		}
+	case *net.IPAddr:
+		if a != nil && a.IP.IsMulticast() {
+			return verbs.Group{IP: a.IP}, nil
+		}
+	case *Addr:
+		if a != nil && a.IsMulticast() {
+			return verbs.Group{MGID: verbs.GID(a.GID)}, nil
+		}
+	}
+	if group == nil {
+		return verbs.Group{}, &addrError{nil, "want a multicast *net.UDPAddr, *net.IPAddr or group *rdmanet.Addr"}
+	}
+	return verbs.Group{}, &addrError{group, "not a multicast group"}
+}
+
+func (c *Conn) checkInterface(ifi *net.Interface) error {
+	if ifi != nil && ifi.Name != c.local.Netdev {
+		return fmt.Errorf("interface %s: the conn is bound to %s", ifi.Name, c.local.Netdev)
+	}
+	return nil
+}
+
+// JoinGroup joins the multicast group on the conn's port, as
+// golang.org/x/net/ipv4's PacketConn.JoinGroup does: group is a
+// *net.UDPAddr or *net.IPAddr, or an *Addr naming a raw MGID. ifi must be
+// nil or the conn's interface. One conn can be in many groups.
+func (c *Conn) JoinGroup(ifi *net.Interface, group net.Addr) error {
+	if err := c.checkOpen(); err != nil {
+		return c.opError("join", group, err)
+	}
+	g, err := groupOf(group)
+	if err == nil {
+		err = c.checkInterface(ifi)
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(c.ctx, joinTimeout)
+		err = c.join(ctx, g)
+		cancel()
+	}
+	return c.opError("join", group, err)
+}
+
+// LeaveGroup leaves a group joined with JoinGroup or ListenMulticast.
+func (c *Conn) LeaveGroup(ifi *net.Interface, group net.Addr) error {
+	if err := c.checkOpen(); err != nil {
+		return c.opError("leave", group, err)
+	}
+	g, err := groupOf(group)
+	if err == nil {
+		err = c.checkInterface(ifi)
+	}
+	if err == nil {
+		err = c.leave(g)
+	}
+	return c.opError("leave", group, err)
+}
+
+func (c *Conn) leave(g verbs.Group) error {
+	// Lock order everywhere: wr.mu before grp.mu (a write holds wr.mu
+	// while it looks a group up and uses its AH).
+	c.wr.mu.Lock()
+	defer c.wr.mu.Unlock()
+	c.grp.mu.Lock()
+	defer c.grp.mu.Unlock()
+	var m *membership
+	if g.IP != nil {
+		ip, _ := netip.AddrFromSlice(g.IP)
+		m = c.grp.byIP[ip.Unmap()]
+	} else {
+		m = c.grp.byMGID[ipoib.GID(g.MGID)]
+	}
+	if m == nil {
+		return errors.New("group not joined")
+	}
+	delete(c.grp.byMGID, ipoib.GID(m.m.MGID))
+	if m.ip.IsValid() {
+		delete(c.grp.byIP, m.ip)
+	}
+	m.ah.Close()
+	return c.id.Leave(m.m.MGID)
+}
+
+// GroupAddr returns the Addr of a joined group (its MGID and the multicast
+// QPN), for WriteBatch. group is as for JoinGroup.
+func (c *Conn) GroupAddr(group net.Addr) (Addr, error) {
+	g, err := groupOf(group)
+	if err != nil {
+		return Addr{}, c.opError("lookup", group, err)
+	}
+	var m *membership
+	if g.IP != nil {
+		ip, _ := netip.AddrFromSlice(g.IP)
+		m = c.grp.lookupIP(ip.Unmap())
+	} else {
+		m = c.grp.lookupMGID(ipoib.GID(g.MGID))
+	}
+	if m == nil {
+		return Addr{}, c.opError("lookup", group, ErrNotJoined)
+	}
+	return Addr{GID: ipoib.GID(m.m.MGID), QPN: m.m.RemoteQPN}, nil
+}
+
+// Groups returns the MGIDs of the groups the conn is in.
+func (c *Conn) Groups() []Addr {
+	c.grp.mu.RLock()
+	defer c.grp.mu.RUnlock()
+	out := make([]Addr, 0, len(c.grp.byMGID))
+	for g, m := range c.grp.byMGID {
+		out = append(out, Addr{GID: g, QPN: m.m.RemoteQPN})
+	}
+	return out
+}
+
+// rejoin leaves and joins a group again after a MULTICAST_ERROR, with
+// exponential backoff, until it succeeds, the group is left, or the conn
+// closes.
+func (c *Conn) rejoin(mgid ipoib.GID) {
+	backoff := 10 * time.Millisecond
+	for c.ctx.Err() == nil {
+		m := c.grp.lookupMGID(mgid)
+		if m == nil {
+			return
+		}
+		if c.tryRejoin(m) {
+			c.ctr.add(&c.ctr.rejoins, 1)
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (c *Conn) tryRejoin(m *membership) bool {
+	c.wr.mu.Lock()
+	defer c.wr.mu.Unlock()
+	c.grp.mu.Lock()
+	defer c.grp.mu.Unlock()
+	if c.grp.byMGID[ipoib.GID(m.m.MGID)] != m || c.closed.Load() {
+		return true // left or closed meanwhile: nothing to do
+	}
+	c.id.Leave(m.m.MGID)
+	ctx, cancel := context.WithTimeout(c.ctx, joinTimeout)
+	nm, err := c.id.Join(ctx, m.group, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
+	cancel()
+	if err != nil {
+		return false
+	}
+	ah, err := c.qp.CreateAH(nm.AH)
+	if err != nil {
+		c.id.Leave(nm.MGID)
+		return false
+	}
+	m.ah.Close()
+	m.ah, m.m = ah, nm
+	return true
+}

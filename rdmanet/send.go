@@ -1,0 +1,292 @@
+package rdmanet
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-rdma/rdmanet/internal/poller"
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
+)
+
+const (
+	sendBatch  = 64   // send completions polled at once
+	maxAHCache = 1024 // unicast address handles kept
+)
+
+// sendState is the send side: a ring of send slots in one registered arena,
+// used in order. Sends are signaled selectively (every signalEvery-th), and
+// a signaled completion frees every slot before it: UD sends on one send
+// queue complete in order.
+type sendState struct {
+	mu          sync.Mutex
+	arena       *verbs.Arena
+	mr          verbs.MR
+	slotSize    uint32
+	depth       uint64
+	head, tail  uint64 // next sequence to post; oldest not yet completed
+	signalEvery uint64
+	maxInline   int
+	wrs         []verbs.SendWR
+	wcs         []verbs.WC
+	waiter      *poller.Waiter
+	src         sendSource
+	deadline    atomic.Int64
+	ahs         map[ipoib.GID]verbs.AH
+}
+
+func (c *Conn) initSend() error {
+	s := &c.wr
+	s.depth = uint64(c.cfg.SendDepth)
+	s.signalEvery = s.depth / 4
+	s.slotSize = uint32((c.mtu + 63) &^ 63)
+	s.maxInline = c.qp.MaxInline()
+	var err error
+	if s.arena, err = verbs.NewArena(int(s.slotSize) * int(s.depth)); err != nil {
+		return err
+	}
+	if s.mr, err = c.qp.RegisterMemory(s.arena); err != nil {
+		return err
+	}
+	s.wrs = make([]verbs.SendWR, 0, sendBatch)
+	s.wcs = make([]verbs.WC, sendBatch)
+	s.ahs = make(map[ipoib.GID]verbs.AH)
+	cq := c.qp.SendCQ()
+	s.src = sendSource{chanAcker{cq: cq, ch: cq.Channel()}, c}
+	s.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-send-cq", &s.src, 0)
+	return err
+}
+
+// reapSends polls the send CQ and frees completed slots; wr.mu is held.
+func (c *Conn) reapSends() (int, error) {
+	s := &c.wr
+	n, err := c.qp.SendCQ().Poll(s.wcs)
+	for i := 0; i < n; i++ {
+		wc := &s.wcs[i]
+		if wc.Status != verbs.WCSuccess {
+			atomic.AddUint64(&c.ctr.sendErrors, 1)
+		}
+		if wc.WRID+1 > s.tail {
+			s.tail = wc.WRID + 1
+		}
+	}
+	return n, err
+}
+
+// acquire waits until k slots are free (k <= depth); wr.mu is held.
+func (c *Conn) acquire(k uint64) error {
+	s := &c.wr
+	for s.depth-(s.head-s.tail) < k {
+		if _, err := c.reapSends(); err != nil {
+			return err
+		}
+		if s.depth-(s.head-s.tail) >= k {
+			return nil
+		}
+		if deadlinePassed(&s.deadline) {
+			return os.ErrDeadlineExceeded
+		}
+		if _, err := s.waiter.Wait(); err != nil {
+			return c.mapWaitErr(err)
+		}
+	}
+	return nil
+}
+
+// target is where a write goes.
+type target struct {
+	ah   verbs.AH
+	qpn  uint32
+	qkey uint32
+}
+
+// resolve maps a destination address to an AH, QPN and Q_Key; wr.mu is
+// held (it guards the AH cache).
+func (c *Conn) resolve(addr net.Addr) (target, error) {
+	switch a := addr.(type) {
+	case *net.UDPAddr:
+		if a == nil {
+			return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || !ip.Unmap().IsMulticast() {
+			return target{}, &addrError{addr, "not a multicast group; send unicast to an *rdmanet.Addr"}
+		}
+		return c.groupTarget(addr, c.grp.lookupIP(ip.Unmap()))
+	case *Addr:
+		if a == nil {
+			return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
+		}
+		return c.addrTarget(a)
+	case nil:
+		return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
+	}
+	return target{}, &addrError{addr, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
+}
+
+func (c *Conn) addrTarget(a *Addr) (target, error) {
+	if a.IsMulticast() {
+		return c.groupTarget(a, c.grp.lookupMGID(a.GID))
+	}
+	if a.GID.IsZero() || a.QPN == 0 || a.QPN > 0xFFFFFF {
+		return target{}, &addrError{a, "not a unicast UD address (need a GID and a QPN below 0xFFFFFF)"}
+	}
+	s := &c.wr
+	ah, ok := s.ahs[a.GID]
+	if !ok {
+		var err error
+		ah, err = c.qp.CreateAH(verbs.AHAttr{
+			DGID:      verbs.GID(a.GID),
+			SGIDIndex: uint8(c.local.GIDIndex),
+			HopLimit:  64,
+			IsGlobal:  true,
+			PortNum:   uint8(c.local.Port),
+		})
+		if err != nil {
+			return target{}, err
+		}
+		if len(s.ahs) >= maxAHCache {
+			for g, old := range s.ahs { // evict one
+				old.Close()
+				delete(s.ahs, g)
+				break
+			}
+		}
+		s.ahs[a.GID] = ah
+	}
+	return target{ah: ah, qpn: a.QPN, qkey: c.cfg.QKey}, nil
+}
+
+func (c *Conn) groupTarget(addr net.Addr, m *membership) (target, error) {
+	if m == nil {
+		return target{}, &addrError{addr, ErrNotJoined.Error()}
+	}
+	return target{ah: m.ah, qpn: m.m.RemoteQPN, qkey: m.m.QKey}, nil
+}
+
+// stage copies b into the next slot and queues its work request; wr.mu is
+// held and a slot is free.
+func (c *Conn) stage(b []byte, t target) {
+	s := &c.wr
+	seq := s.head
+	s.head++
+	off := uint32(seq%s.depth) * s.slotSize
+	copy(s.arena.Slice(off, uint32(len(b))), b)
+	var flags verbs.SendFlags
+	if seq%s.signalEvery == s.signalEvery-1 {
+		flags |= verbs.SendSignaled
+	}
+	if len(b) <= s.maxInline {
+		flags |= verbs.SendInline
+	}
+	s.wrs = append(s.wrs, verbs.SendWR{
+		WRID:       seq,
+		SGE:        verbs.SGE{Offset: off, Length: uint32(len(b)), LKey: s.mr.LKey()},
+		AH:         t.ah,
+		RemoteQPN:  t.qpn,
+		RemoteQKey: t.qkey,
+		Flags:      flags,
+	})
+}
+
+// post posts the staged work requests. On a failure the slots of the
+// unposted ones are given back: they are the newest.
+func (c *Conn) post() (int, error) {
+	s := &c.wr
+	n, err := c.qp.PostSend(s.wrs)
+	if n < len(s.wrs) {
+		s.head -= uint64(len(s.wrs) - n)
+	}
+	s.wrs = s.wrs[:0]
+	atomic.AddUint64(&c.ctr.sent, uint64(n))
+	return n, err
+}
+
+func (c *Conn) checkSize(n int) error {
+	if n > c.mtu {
+		return &msgSizeError{n, c.mtu}
+	}
+	return nil
+}
+
+// WriteTo sends b as one datagram to addr: the group's *net.UDPAddr (or an
+// *Addr naming a joined group's MGID) for multicast, or an *Addr for a
+// unicast UD datagram to that QP. A b longer than MTU() fails and nothing
+// is sent. Zero-length datagrams are allowed.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if err := c.checkSize(len(b)); err != nil {
+		return 0, c.opError("write", addr, err)
+	}
+	s := &c.wr
+	s.mu.Lock()
+	err := c.checkOpen()
+	var t target
+	if err == nil {
+		t, err = c.resolve(addr)
+	}
+	if err == nil {
+		err = c.acquire(1)
+	}
+	if err == nil {
+		c.stage(b, t)
+		_, err = c.post()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return 0, c.opError("write", addr, err)
+	}
+	return len(b), nil
+}
+
+// WriteBatch sends each message's Buffer to its Addr (a group's Addr from
+// GroupAddr or ReadFrom, or a peer's) with one post per batch of up to
+// 64. It returns how many were sent; on an error, the ones before it were.
+func (c *Conn) WriteBatch(ms []Message) (int, error) {
+	s := &c.wr
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := 0
+	for sent < len(ms) {
+		if err := c.checkOpen(); err != nil {
+			return sent, c.opError("write", nil, err)
+		}
+		k := len(ms) - sent
+		if k > sendBatch {
+			k = sendBatch
+		}
+		if uint64(k) > s.depth {
+			k = int(s.depth)
+		}
+		if err := c.acquire(uint64(k)); err != nil {
+			return sent, c.opError("write", nil, err)
+		}
+		var stageErr error
+		var bad net.Addr
+		for i := sent; i < sent+k; i++ {
+			m := &ms[i]
+			if err := c.checkSize(len(m.Buffer)); err != nil {
+				stageErr, bad = err, &m.Addr
+				break
+			}
+			t, err := c.addrTarget(&m.Addr)
+			if err != nil {
+				stageErr, bad = err, &m.Addr
+				break
+			}
+			c.stage(m.Buffer, t)
+			m.N = len(m.Buffer)
+		}
+		n, err := c.post()
+		sent += n
+		if err != nil {
+			return sent, c.opError("write", nil, err)
+		}
+		if stageErr != nil {
+			return sent, c.opError("write", bad, stageErr)
+		}
+	}
+	return sent, nil
+}

@@ -1,0 +1,62 @@
+package rdmanet
+
+import "sync/atomic"
+
+// Stats counts what a Conn did. Counters only grow.
+type Stats struct {
+	Sent     uint64 // datagrams handed to the QP
+	Received uint64 // datagrams returned to the caller
+	// Truncated counts datagrams longer than the read buffer: the rest
+	// was discarded, as with UDP.
+	Truncated uint64
+	// Loopback counts own multicast messages filtered because loopback is
+	// off and the device could not block them.
+	Loopback uint64
+	// Dropped counts datagrams lost before the caller could read them, by
+	// reason: "overflow" (no receive buffer posted: the receiver fell
+	// behind), "wc-error" (completion with an error status), and the
+	// provider's reasons for bad packets on the wire ("bad-icrc",
+	// "bad-qkey", ... on the software backend).
+	Dropped map[string]uint64
+	// SendErrors counts sends that completed with an error status.
+	SendErrors uint64
+	// Rejoins counts group rejoins after MULTICAST_ERROR events.
+	Rejoins uint64
+}
+
+type counters struct {
+	sent, received, truncated, loopback uint64
+	wcErrors, sendErrors, rejoins       uint64
+}
+
+func (c *counters) add(p *uint64, n uint64) { atomic.AddUint64(p, n) }
+
+// Stats returns a snapshot of the conn's counters.
+func (c *Conn) Stats() Stats {
+	s := Stats{
+		Sent:       atomic.LoadUint64(&c.ctr.sent),
+		Received:   atomic.LoadUint64(&c.ctr.received),
+		Truncated:  atomic.LoadUint64(&c.ctr.truncated),
+		Loopback:   atomic.LoadUint64(&c.ctr.loopback),
+		SendErrors: atomic.LoadUint64(&c.ctr.sendErrors),
+		Rejoins:    atomic.LoadUint64(&c.ctr.rejoins),
+		Dropped:    map[string]uint64{},
+	}
+	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
+		s.Dropped["wc-error"] = n
+	}
+	if dc, ok := c.qp.(dropCounter); ok {
+		for k, v := range dc.Drops() {
+			if v > 0 {
+				s.Dropped[k] += v
+			}
+		}
+	}
+	return s
+}
+
+// dropCounter is implemented by QPs that count packets dropped before a
+// completion (the software backend's bad packets and overflows).
+type dropCounter interface {
+	Drops() map[string]uint64
+}
