@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# Shared settings and helpers for the rxe VM harness; sourced by run.sh,
+# kernel.sh and initramfs.sh. Every setting can be overridden from the
+# environment (or `make test-rxe NAME=value`); test/rxevm/README.md lists them.
+
+RXEVM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$RXEVM_DIR/../.." && pwd)
+
+# Downloaded kernel package and the modules picked from it (kept between runs).
+RXEVM_CACHE=${RXEVM_CACHE:-$RXEVM_DIR/.cache}
+# Everything built for one run: test binaries, initramfs, VM log.
+RXEVM_WORK=${RXEVM_WORK:-$RXEVM_DIR/.work}
+
+# Kernel modules wanted in the VM; their dependencies are added automatically.
+# crc32_generic: rdma_rxe asks the crypto API for "crc32" and there is no
+# modprobe in the VM to load it on demand, so it must be loaded up front.
+RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth}
+
+# Multiarch directory of the host's (and so the VM's) shared libraries.
+MULTIARCH=x86_64-linux-gnu
+
+log() { printf 'rxevm: %s\n' "$*" >&2; }
+die() { printf 'rxevm: error: %s\n' "$*" >&2; exit 1; }
+
+# now: seconds since the epoch with microseconds, without forking (bash 5).
+now() { printf '%s' "$EPOCHREALTIME"; }
+# since START: seconds elapsed since START (a `now` value), one decimal.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
