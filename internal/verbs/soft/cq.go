@@ -1,0 +1,477 @@
+package soft
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// sendCQ is the send CQ: a ring of completions and an eventfd channel
+// written when a completion is queued while the CQ is armed.
+type sendCQ struct {
+	mu     sync.Mutex
+	closed bool
+	ring   []verbs.WC
+	head   int
+	n      int
+	armed  bool
+	efd    int
+}
+
+var _ verbs.CQ = (*sendCQ)(nil)
+
+func (c *sendCQ) init(depth int) error {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("eventfd", err)
+	}
+	c.efd = efd
+	c.ring = make([]verbs.WC, depth)
+	return nil
+}
+
+// room is how many completions fit; PostSend holds the send queue lock,
+// and only PostSend adds completions, so room only grows meanwhile.
+func (c *sendCQ) room() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ring) - c.n
+}
+
+// push queues a completion; c.mu is held. A completion that finds the ring
+// full (only an unsignaled WR's error completion can) is dropped.
+func (c *sendCQ) push(wc verbs.WC) {
+	if c.n == len(c.ring) {
+		return
+	}
+	c.ring[(c.head+c.n)%len(c.ring)] = wc
+	c.n++
+	if c.armed {
+		c.armed = false
+		signalEventfd(c.efd)
+	}
+}
+
+// Poll takes queued send completions.
+func (c *sendCQ) Poll(wcs []verbs.WC) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", verbs.ErrClosed)
+	}
+	k := min(len(wcs), c.n)
+	for i := range k {
+		wcs[i] = c.ring[c.head]
+		c.head = (c.head + 1) % len(c.ring)
+	}
+	c.n -= k
+	return k, nil
+}
+
+// ReqNotify arms the CQ: the next completion queued writes the eventfd.
+func (c *sendCQ) ReqNotify() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("soft: ibv_req_notify_cq: %w", verbs.ErrClosed)
+	}
+	c.armed = true
+	return nil
+}
+
+// Channel is the send CQ's completion channel (an eventfd).
+func (c *sendCQ) Channel() verbs.Channel { return (*sendChannel)(c) }
+
+type sendChannel sendCQ
+
+func (ch *sendChannel) Fd() int { return ch.efd }
+
+// GetEvents reads the eventfd: how many notifications are pending.
+func (ch *sendChannel) GetEvents() (int, error) {
+	n, err := drainEventfd(ch.efd)
+	if err != nil {
+		return 0, fmt.Errorf("soft: ibv_get_cq_event: %w", os.NewSyscallError("read", err))
+	}
+	return int(n), nil
+}
+
+// AckEvents does nothing: there is nothing to acknowledge.
+func (ch *sendChannel) AckEvents(int) {}
+
+// rqEntry is a posted receive: its WRID and buffer.
+type rqEntry struct {
+	wrid uint64
+	buf  []byte
+}
+
+const (
+	ctrlSize = 128 // IP_PKTINFO, IP_TTL, IP_TOS, SO_RXQ_OVFL
+	tailSize = 16  // room past the buffer: ImmDt, pad, ICRC
+)
+
+// recvCQ is the receive CQ, and the receive queue it completes.
+//
+// Its channel fd is an epoll fd with both sockets in it, level-triggered
+// EPOLLIN, so it is readable while a datagram waits and a receive is
+// posted; while the receive queue is empty the sockets are taken out of
+// the interest set (the socket buffers hold the datagrams, as a NIC's
+// buffer would) and PostRecv puts them back. Poll does the receive work:
+// it reads datagrams with recvmmsg straight into the posted buffers.
+type recvCQ struct {
+	q      *QP
+	mu     sync.Mutex
+	closed bool
+	epfd   int
+	// interest: the sockets are in the epoll set with EPOLLIN.
+	interest bool
+	ev       unix.EpollEvent
+
+	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
+	// datagram landed in goes back to the front.
+	rq   []rqEntry
+	head int
+	n    int
+
+	// recvmmsg scratch, one slot per datagram of a batch.
+	msgs  []mmsghdr
+	iov   [][3]unix.Iovec
+	hdr   [][hdrSize]byte
+	tail  [][tailSize]byte
+	names []unix.RawSockaddrInet4
+	ctrl  [][ctrlSize]byte
+	kept  []rqEntry
+
+	turn   int
+	ovfl   [2]uint32 // last SO_RXQ_OVFL value per socket
+	groups []mcGroup
+	meta   rxMeta
+	hd     Header
+}
+
+var _ verbs.CQ = (*recvCQ)(nil)
+
+func (c *recvCQ) init(q *QP, depth int) error {
+	c.q = q
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	c.epfd = epfd
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		return os.NewSyscallError("fcntl", err)
+	}
+	for _, fd := range [2]int{q.mcFd, q.uniFd} {
+		ev := unix.EpollEvent{Events: 0, Fd: int32(fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	c.rq = make([]rqEntry, depth)
+	b := min(depth, recvBatch)
+	c.msgs = make([]mmsghdr, b)
+	c.iov = make([][3]unix.Iovec, b)
+	c.hdr = make([][hdrSize]byte, b)
+	c.tail = make([][tailSize]byte, b)
+	c.names = make([]unix.RawSockaddrInet4, b)
+	c.ctrl = make([][ctrlSize]byte, b)
+	c.kept = make([]rqEntry, b)
+	return nil
+}
+
+func (c *recvCQ) findGroup(a [4]byte) int {
+	for i := range c.groups {
+		if c.groups[i].addr == a {
+			return i
+		}
+	}
+	return -1
+}
+
+// updateInterest puts the sockets in the epoll set while receives are
+// posted and takes them out while none is; c.mu is held.
+func (c *recvCQ) updateInterest() {
+	want := c.n > 0 && !c.closed
+	if want == c.interest {
+		return
+	}
+	c.ev.Events = 0
+	if want {
+		c.ev.Events = unix.EPOLLIN
+	}
+	for _, fd := range [2]int{c.q.mcFd, c.q.uniFd} {
+		c.ev.Fd = int32(fd)
+		if err := unix.EpollCtl(c.epfd, unix.EPOLL_CTL_MOD, fd, &c.ev); err != nil {
+			return // keep the old state; the next call retries
+		}
+	}
+	c.interest = want
+}
+
+// ReqNotify does nothing: the channel fd is level-triggered.
+func (c *recvCQ) ReqNotify() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("soft: ibv_req_notify_cq: %w", verbs.ErrClosed)
+	}
+	return nil
+}
+
+// Channel is the receive CQ's channel: the epoll fd.
+func (c *recvCQ) Channel() verbs.Channel { return (*recvChannel)(c) }
+
+type recvChannel recvCQ
+
+func (ch *recvChannel) Fd() int { return ch.epfd }
+
+// GetEvents returns 0, nil: readiness is the sockets' own, nothing to
+// drain.
+func (ch *recvChannel) GetEvents() (int, error) { return 0, nil }
+
+// AckEvents does nothing.
+func (ch *recvChannel) AckEvents(int) {}
+
+// Poll reads datagrams into the posted receive buffers, at most as many as
+// there are posted receives and as fit in wcs, validates them (headers,
+// Q_Key, destination, ICRC), fills the GRH area and returns their
+// completions. Datagrams that fail validation are dropped and counted by
+// reason, and their buffers stay posted. It never blocks.
+func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", verbs.ErrClosed)
+	}
+	if c.q.id.removed.Load() {
+		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", verbs.ErrDeviceRemoved)
+	}
+	defer c.updateInterest()
+	socks := [2]int{c.q.mcFd, c.q.uniFd}
+	var drained [2]bool
+	start := c.turn
+	c.turn ^= 1
+	n := 0
+	for round := 0; round < 8 && n < len(wcs) && c.n > 0 && !(drained[0] && drained[1]); round++ {
+		s := (start + round) & 1
+		if drained[s] {
+			continue
+		}
+		k := min(len(wcs)-n, c.n, len(c.msgs))
+		got, err := c.recv(socks[s], k)
+		if err == unix.EAGAIN {
+			drained[s] = true
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("recvmmsg", err))
+		}
+		if got < k {
+			drained[s] = true
+		}
+		n += c.complete(s, got, wcs[n:])
+	}
+	return n, nil
+}
+
+// recv points the first k scratch slots at the first k posted buffers and
+// reads up to k datagrams.
+func (c *recvCQ) recv(fd, k int) (int, error) {
+	for i := range k {
+		e := &c.rq[(c.head+i)%len(c.rq)]
+		setIov(&c.iov[i][0], c.hdr[i][:])
+		setIov(&c.iov[i][1], e.buf[verbs.GRHSize:])
+		setIov(&c.iov[i][2], c.tail[i][:])
+		m := &c.msgs[i]
+		m.Hdr.Name = (*byte)(unsafe.Pointer(&c.names[i]))
+		m.Hdr.Namelen = unix.SizeofSockaddrInet4
+		m.Hdr.Iov = &c.iov[i][0]
+		m.Hdr.SetIovlen(3)
+		m.Hdr.Control = &c.ctrl[i][0]
+		m.Hdr.SetControllen(ctrlSize)
+		m.Hdr.Flags = 0
+		m.Len = 0
+	}
+	return recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
+}
+
+// complete validates the got datagrams that landed in the first got posted
+// buffers, fills wcs and fixes the receive queue: consumed entries leave,
+// the others go back to the front in order.
+func (c *recvCQ) complete(sock, got int, wcs []verbs.WC) int {
+	kept, n := 0, 0
+	for i := range got {
+		e := c.rq[(c.head+i)%len(c.rq)]
+		r := c.accept(sock, i, e, &wcs[n])
+		if r == Accepted {
+			n++
+			continue
+		}
+		c.q.drops[r].Add(1)
+		c.kept[kept] = e
+		kept++
+	}
+	// Consume got entries, then put the kept ones back at the front.
+	c.head = (c.head + got) % len(c.rq)
+	c.n -= got
+	for j := kept - 1; j >= 0; j-- {
+		c.head = (c.head - 1 + len(c.rq)) % len(c.rq)
+		c.rq[c.head] = c.kept[j]
+		c.n++
+	}
+	return n
+}
+
+// rxView is a received datagram scattered over the header scratch, the
+// posted buffer past its GRH area and the tail scratch.
+type rxView struct{ s [3][]byte }
+
+func (v *rxView) crc(crc uint32, from, to int) uint32 {
+	for _, s := range v.s {
+		if from >= to {
+			break
+		}
+		if from < len(s) {
+			crc = crc32.Update(crc, crc32.IEEETable, s[from:min(len(s), to)])
+		}
+		from = max(from-len(s), 0)
+		to -= len(s)
+	}
+	return crc
+}
+
+// copyOut copies len(dst) bytes at from to dst (memmove semantics within
+// one segment).
+func (v *rxView) copyOut(dst []byte, from int) {
+	for _, s := range v.s {
+		if len(dst) == 0 {
+			return
+		}
+		if from < len(s) {
+			k := copy(dst, s[from:])
+			dst = dst[k:]
+			from = 0
+			continue
+		}
+		from -= len(s)
+	}
+}
+
+// accept validates datagram i, which landed in e's buffer, and on success
+// fills wc.
+func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
+	q := c.q
+	m := &c.msgs[i]
+	n := int(m.Len)
+	meta := &c.meta
+	parseCmsgs(c.ctrl[i][:m.Hdr.Controllen], meta)
+	if meta.hasOvfl {
+		q.overflow.Add(uint64(meta.ovfl - c.ovfl[sock]))
+		c.ovfl[sock] = meta.ovfl
+	}
+	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
+		return DropTooLong
+	}
+	body := e.buf[verbs.GRHSize:]
+	var v rxView
+	v.s[0] = c.hdr[i][:min(n, hdrSize)]
+	rest := max(n-hdrSize, 0)
+	v.s[1] = body[:min(rest, len(body))]
+	v.s[2] = c.tail[i][:rest-len(v.s[1])]
+
+	h := &c.hd
+	if r := decodeHeaders(c.hdr[i][:], n, h); r != Accepted {
+		return r
+	}
+	if h.HasImm() {
+		var imm [ImmDtSize]byte
+		v.copyOut(imm[:], hdrSize)
+		h.Imm = binary.BigEndian.Uint32(imm[:])
+	}
+	switch {
+	case h.DestQPN == q.qpn:
+	case h.DestQPN == verbs.MulticastQPN && sock == 0:
+		if g := c.findGroup(meta.dst); g < 0 || c.groups[g].sendOnly {
+			return DropNotForUs
+		}
+	default:
+		return DropNotForUs
+	}
+	if h.QKey != q.qkey {
+		return DropBadQKey
+	}
+	plen := h.payloadLen(n)
+	if plen > len(body) {
+		return DropTooLong
+	}
+	src := c.names[i].Addr
+	sport := ntohs(c.names[i].Port)
+	var p [icrcPrefixV4]byte
+	ipv4ICRCPrefix(&p, src, meta.dst, 0, false, sport, UDPPort, udpHdrSize+n)
+	crc := crc32.Update(0, crc32.IEEETable, p[:])
+	crc = icrcBTH(crc, v.s[0])
+	crc = v.crc(crc, BTHSize, n-ICRCSize)
+	var icrc [ICRCSize]byte
+	v.copyOut(icrc[:], n-ICRCSize)
+	id, df, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	if !ok {
+		return DropBadICRC
+	}
+	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
+		return DropSelf
+	}
+	if h.HasImm() {
+		v.copyOut(body[:plen], maxHdrSize-hdrSize)
+	}
+	grh := e.buf[:verbs.GRHSize]
+	clear(grh[:20])
+	ip := grh[20:]
+	ip[0] = 0x45
+	ip[1] = meta.tos
+	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4HdrSize+udpHdrSize+n))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	var frag uint16
+	if df {
+		frag = ipv4DF
+	}
+	binary.BigEndian.PutUint16(ip[6:], frag)
+	ip[8] = meta.ttl
+	ip[9] = unix.IPPROTO_UDP
+	ip[10], ip[11] = 0, 0
+	copy(ip[12:16], src[:])
+	copy(ip[16:20], meta.dst[:])
+	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+
+	*wc = verbs.WC{
+		WRID:    e.wrid,
+		Status:  verbs.WCSuccess,
+		Opcode:  verbs.WCRecv,
+		Flags:   verbs.WCGRH,
+		ByteLen: uint32(verbs.GRHSize + plen),
+		QPN:     q.qpn,
+		SrcQP:   h.SrcQPN,
+	}
+	if h.HasImm() {
+		wc.Flags |= verbs.WCWithImm
+		wc.Imm = h.Imm
+	}
+	return Accepted
+}
+
+// ipv4Checksum is the IPv4 header checksum of h (checksum field zero).
+func ipv4Checksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xFFFF + sum>>16
+	}
+	return ^uint16(sum)
+}

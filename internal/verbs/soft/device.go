@@ -1,0 +1,228 @@
+package soft
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// devicePrefix names a software device after its netdev: sw-lo, sw-eth0.
+const devicePrefix = "sw-"
+
+// Limits the software devices report.
+const (
+	maxQPWR     = 16384
+	maxMTU      = 4096
+	portNum     = 1
+	defaultMcgs = 20 // net.ipv4.igmp_max_memberships default
+)
+
+// maxMemberships is the per-socket IP multicast membership limit, which is
+// the per-QP attach limit here.
+func maxMemberships() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/igmp_max_memberships")
+	if err != nil {
+		return defaultMcgs
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return defaultMcgs
+	}
+	return n
+}
+
+// deviceAttr describes the software device over one netdev.
+func deviceAttr(ifi *net.Interface) verbs.DeviceAttr {
+	mcgs := maxMemberships()
+	return verbs.DeviceAttr{
+		Name:             devicePrefix + ifi.Name,
+		Provider:         verbs.Software,
+		NodeGUID:         nodeGUID(ifi),
+		MaxMcastGroups:   mcgs,
+		MaxQPMcastAttach: mcgs,
+		MaxQPWR:          maxQPWR,
+		Ports:            []verbs.PortAttr{portAttr(ifi)},
+	}
+}
+
+// nodeGUID is the EUI-64 of the netdev's MAC, as RoCE devices derive it,
+// or a hash of the name for netdevs without one (lo).
+func nodeGUID(ifi *net.Interface) uint64 {
+	if m := ifi.HardwareAddr; len(m) == 6 && (m[0]|m[1]|m[2]|m[3]|m[4]|m[5]) != 0 {
+		return uint64(m[0]^2)<<56 | uint64(m[1])<<48 | uint64(m[2])<<40 | 0xFF<<32 |
+			0xFE<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+	}
+	h := fnv.New64a()
+	h.Write([]byte(ifi.Name))
+	return h.Sum64()
+}
+
+func portAttr(ifi *net.Interface) verbs.PortAttr {
+	st := verbs.PortDown
+	if ifi.Flags&net.FlagUp != 0 {
+		st = verbs.PortActive
+	}
+	return verbs.PortAttr{
+		Port:      portNum,
+		State:     st,
+		ActiveMTU: verbs.MTUFromNetdev(ifi.MTU),
+		MaxMTU:    maxMTU,
+		LinkLayer: verbs.LinkLayerEthernet,
+		Netdev:    ifi.Name,
+		GIDs:      gidTable(ifi),
+	}
+}
+
+// gidTable lists the netdev's addresses as RoCE v2 GIDs, in the order the
+// kernel reports them.
+func gidTable(ifi *net.Interface) []verbs.GIDEntry {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return nil
+	}
+	var gids []verbs.GIDEntry
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		gids = append(gids, verbs.GIDEntry{
+			Index:  len(gids),
+			GID:    verbs.GIDFromIP(ipn.IP),
+			Type:   verbs.GIDTypeRoCEv2,
+			Netdev: ifi.Name,
+		})
+	}
+	return gids
+}
+
+// resolved is what Bind resolves a BindConfig to.
+type resolved struct {
+	ifi     *net.Interface
+	ip      net.IP // IPv4, 4 bytes
+	gidIdx  int
+	mtu     int
+	loopbak bool
+}
+
+func loopbackInterface() (*net.Interface, error) {
+	if ifi, err := net.InterfaceByName("lo"); err == nil {
+		return ifi, nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	for i := range ifs {
+		if ifs[i].Flags&net.FlagLoopback != 0 {
+			return &ifs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no loopback interface")
+}
+
+func noDevice(format string, args ...any) error {
+	return fmt.Errorf("soft: "+format+": %w", append(args, verbs.ErrNoDevice)...)
+}
+
+// resolve finds the netdev and address cfg names: Addr selects the netdev
+// owning it; Interface selects the netdev and its first IPv4 address;
+// neither means loopback (127.0.0.1 on lo), never the default route's
+// interface.
+func resolve(cfg verbs.BindConfig) (*resolved, error) {
+	if cfg.IPv6 || (cfg.Addr != nil && cfg.Addr.To4() == nil) {
+		return nil, fmt.Errorf("soft: IPv6 (rdma6) bindings: %w", verbs.ErrNotSupported)
+	}
+	if cfg.Port != 0 && cfg.Port != portNum {
+		return nil, noDevice("port %d: software devices have one port", cfg.Port)
+	}
+	var (
+		ifi *net.Interface
+		ip  net.IP
+		err error
+	)
+	switch {
+	case cfg.Addr != nil:
+		ip = cfg.Addr.To4()
+		ifi, err = interfaceOwning(ip)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Interface != nil && cfg.Interface.Name != "" && cfg.Interface.Name != ifi.Name {
+			return nil, noDevice("address %v is on %s, not %s", ip, ifi.Name, cfg.Interface.Name)
+		}
+	case cfg.Interface != nil:
+		if cfg.Interface.Name != "" {
+			ifi, err = net.InterfaceByName(cfg.Interface.Name)
+		} else {
+			ifi, err = net.InterfaceByIndex(cfg.Interface.Index)
+		}
+		if err != nil {
+			return nil, noDevice("interface %q: %v", cfg.Interface.Name, err)
+		}
+	case cfg.Device != "":
+		name, ok := strings.CutPrefix(cfg.Device, devicePrefix)
+		if !ok {
+			return nil, noDevice("device %q is not a software device (want %s<netdev>)", cfg.Device, devicePrefix)
+		}
+		ifi, err = net.InterfaceByName(name)
+		if err != nil {
+			return nil, noDevice("device %q: %v", cfg.Device, err)
+		}
+	default:
+		ifi, err = loopbackInterface()
+		if err != nil {
+			return nil, noDevice("loopback: %v", err)
+		}
+		ip = net.IPv4(127, 0, 0, 1).To4()
+	}
+	if cfg.Device != "" && cfg.Device != devicePrefix+ifi.Name {
+		return nil, noDevice("device %q does not serve %s (that is %s%s)", cfg.Device, ifi.Name, devicePrefix, ifi.Name)
+	}
+	if ifi.Flags&net.FlagUp == 0 {
+		return nil, noDevice("netdev %s is down", ifi.Name)
+	}
+	gids := gidTable(ifi)
+	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: verbs.MTUFromNetdev(ifi.MTU), loopbak: ifi.Flags&net.FlagLoopback != 0}
+	for _, g := range gids {
+		gip, _ := g.GID.IP()
+		if v4 := gip.To4(); v4 != nil && (ip == nil || v4.Equal(ip)) {
+			r.ip, r.gidIdx = v4, g.Index
+			break
+		}
+	}
+	if r.gidIdx < 0 {
+		if ip == nil {
+			return nil, noDevice("netdev %s has no IPv4 address", ifi.Name)
+		}
+		return nil, noDevice("address %v not on %s", ip, ifi.Name)
+	}
+	if r.mtu == 0 {
+		return nil, noDevice("netdev %s MTU %d is too small for RoCE", ifi.Name, ifi.MTU)
+	}
+	return r, nil
+}
+
+func interfaceOwning(ip net.IP) (*net.Interface, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, noDevice("list interfaces: %v", err)
+	}
+	for i := range ifs {
+		addrs, err := ifs[i].Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+				return &ifs[i], nil
+			}
+		}
+	}
+	return nil, noDevice("no netdev has address %v", ip)
+}

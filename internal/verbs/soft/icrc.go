@@ -1,0 +1,247 @@
+package soft
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math/bits"
+	"sync/atomic"
+)
+
+// The ICRC (InfiniBand Architecture, Annex A17 RoCEv2) is CRC-32 (IEEE,
+// reflected, as hash/crc32) over 8 bytes of 0xFF standing for a masked LRH,
+// the IP header, the UDP header, BTH, DETH, [ImmDt], payload and pad, with
+// the variant fields masked to all ones: IPv4 TOS, TTL and header checksum;
+// IPv6 traffic class, flow label and hop limit; the UDP checksum; BTH byte 4
+// (resv8a). It goes on the wire least-significant byte first.
+//
+// The kernel's rxe computes the same value as crc32_le seeded with
+// 0xdebb20e3 (the state after 8 bytes of 0xFF from ~0) and complements
+// it (drivers/infiniband/sw/rxe/rxe_icrc.c); the tests check both forms
+// agree.
+
+const (
+	ipv4HdrSize = 20
+	ipv6HdrSize = 40
+	udpHdrSize  = 8
+	// icrcPrefixV4 is the masked LRH, IPv4 and UDP headers.
+	icrcPrefixV4 = 8 + ipv4HdrSize + udpHdrSize
+	ipv4DF       = 0x4000
+)
+
+// ipv4ICRCPrefix writes the first 36 bytes the ICRC covers for an IPv4
+// packet carrying a UDP datagram of udpLen bytes (header included).
+func ipv4ICRCPrefix(p *[icrcPrefixV4]byte, src, dst [4]byte, id uint16, df bool, sport, dport uint16, udpLen int) {
+	for i := range 8 {
+		p[i] = 0xFF
+	}
+	ip := p[8 : 8+ipv4HdrSize]
+	ip[0] = 0x45
+	ip[1] = 0xFF // TOS
+	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4HdrSize+udpLen))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	var frag uint16
+	if df {
+		frag = ipv4DF
+	}
+	binary.BigEndian.PutUint16(ip[6:], frag)
+	ip[8] = 0xFF // TTL
+	ip[9] = 17   // UDP
+	ip[10], ip[11] = 0xFF, 0xFF
+	copy(ip[12:16], src[:])
+	copy(ip[16:20], dst[:])
+	u := p[8+ipv4HdrSize:]
+	binary.BigEndian.PutUint16(u[0:], sport)
+	binary.BigEndian.PutUint16(u[2:], dport)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xFF, 0xFF
+}
+
+// icrcBTH feeds the BTH with byte 4 masked.
+func icrcBTH(crc uint32, bth []byte) uint32 {
+	var b [BTHSize]byte
+	copy(b[:], bth[:BTHSize])
+	b[4] = 0xFF
+	return crc32.Update(crc, crc32.IEEETable, b[:])
+}
+
+var errNotRoCE = errors.New("soft: not a RoCEv2 packet (IPv4/IPv6 + UDP + BTH + ICRC)")
+
+// ICRC computes the ICRC of a whole IP packet (IPv4 without options, or
+// IPv6 without extension headers, carrying UDP), whose last four bytes are
+// the ICRC field and are not covered. Use it where the whole IP header is
+// visible (raw sockets, captures, tests).
+func ICRC(pkt []byte) (uint32, error) {
+	if len(pkt) < 1 {
+		return 0, errNotRoCE
+	}
+	var hdr [8 + ipv6HdrSize + udpHdrSize]byte
+	for i := range 8 {
+		hdr[i] = 0xFF
+	}
+	var ipLen int
+	switch pkt[0] >> 4 {
+	case 4:
+		ipLen = ipv4HdrSize
+		if pkt[0] != 0x45 || len(pkt) < ipLen+udpHdrSize+BTHSize+ICRCSize || pkt[9] != 17 {
+			return 0, errNotRoCE
+		}
+		copy(hdr[8:], pkt[:ipLen+udpHdrSize])
+		ip := hdr[8:]
+		ip[1] = 0xFF
+		ip[8] = 0xFF
+		ip[10], ip[11] = 0xFF, 0xFF
+	case 6:
+		ipLen = ipv6HdrSize
+		if len(pkt) < ipLen+udpHdrSize+BTHSize+ICRCSize || pkt[6] != 17 {
+			return 0, errNotRoCE
+		}
+		copy(hdr[8:], pkt[:ipLen+udpHdrSize])
+		ip := hdr[8:]
+		ip[0] |= 0x0F // traffic class, high nibble
+		ip[1], ip[2], ip[3] = 0xFF, 0xFF, 0xFF
+		ip[7] = 0xFF // hop limit
+	default:
+		return 0, errNotRoCE
+	}
+	n := 8 + ipLen + udpHdrSize
+	hdr[n-2], hdr[n-1] = 0xFF, 0xFF // UDP checksum
+	crc := crc32.Update(0, crc32.IEEETable, hdr[:n])
+	dgram := pkt[ipLen+udpHdrSize : len(pkt)-ICRCSize]
+	crc = icrcBTH(crc, dgram)
+	return crc32.Update(crc, crc32.IEEETable, dgram[BTHSize:]), nil
+}
+
+// VerifyICRC reports whether the ICRC at the end of a whole IP packet is
+// correct.
+func VerifyICRC(pkt []byte) bool {
+	crc, err := ICRC(pkt)
+	return err == nil && binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCSize:]) == crc
+}
+
+// # Verifying without the IP Identification
+//
+// A UDP socket does not show the received IPv4 header's Identification
+// field nor its DF flag, and both are covered by the ICRC (senders such as
+// rxe pick the ID with __ip_select_ident). CRC is affine over GF(2): for a
+// fixed length, ICRC(ID, DF) = ICRC(0, 0) XOR L(ID, DF) with L linear in
+// those 17 bits. The receiver computes the syndrome
+//
+//	s = received ICRC XOR ICRC(ID=0, DF=0)
+//
+// and solves L(x) = s. The 17 columns of L are independent (they lie
+// within one 24-bit burst, which CRC-32 always detects), so a solution,
+// when there is one, is unique and is the sent ID and DF. A corrupted
+// packet is accepted only if its syndrome happens to fall in the 17-bit
+// column space: a 2^-15 chance, against 2^-32 for a receiver that sees the
+// whole header.
+
+// solveTab is the elimination table for one datagram length: an XOR basis
+// of the columns, indexed by pivot (highest set) bit, with the combination
+// of unknown bits (ID in bits 0-15, DF in bit 16) each basis vector is.
+type solveTab struct {
+	v [32]uint32
+	m [32]uint32
+}
+
+// idBits is where the unknown bits sit in the ICRC stream: ID at stream
+// bytes 12-13 (IP header bytes 4-5), DF at byte 14 bit 0x40.
+func unknownBit(j int) (off int, mask byte) {
+	switch {
+	case j < 8:
+		return 13, 1 << j
+	case j < 16:
+		return 12, 1 << (j - 8)
+	}
+	return 14, 0x40
+}
+
+var zeroBlock [4096]byte
+
+func crcZeros(crc uint32, n int) uint32 {
+	for n > 0 {
+		k := min(n, len(zeroBlock))
+		crc = crc32.Update(crc, crc32.IEEETable, zeroBlock[:k])
+		n -= k
+	}
+	return crc
+}
+
+func newSolveTab(udpLen int) *solveTab {
+	// Stream length: prefix, then the datagram without its ICRC.
+	n := icrcPrefixV4 + udpLen - udpHdrSize - ICRCSize
+	base := crcZeros(0, n)
+	t := new(solveTab)
+	for j := range 17 {
+		off, mask := unknownBit(j)
+		var head [15]byte
+		head[off] = mask
+		v := crc32.Update(0, crc32.IEEETable, head[:off+1])
+		v = crcZeros(v, n-off-1) ^ base
+		m := uint32(1) << j
+		for v != 0 {
+			p := 31 - bits.LeadingZeros32(v)
+			if t.v[p] == 0 {
+				t.v[p], t.m[p] = v, m
+				break
+			}
+			v ^= t.v[p]
+			m ^= t.m[p]
+		}
+	}
+	return t
+}
+
+// solve returns the ID and DF whose contribution is syndrome s.
+func (t *solveTab) solve(s uint32) (id uint16, df bool, ok bool) {
+	var x uint32
+	for s != 0 {
+		p := 31 - bits.LeadingZeros32(s)
+		if t.v[p] == 0 {
+			return 0, false, false
+		}
+		s ^= t.v[p]
+		x ^= t.m[p]
+	}
+	return uint16(x), x>>16&1 != 0, true
+}
+
+// solveTabs caches the tables by UDP length, two levels, built lazily.
+var solveTabs [256]atomic.Pointer[[256]atomic.Pointer[solveTab]]
+
+func solveTabFor(udpLen int) *solveTab {
+	hi, lo := udpLen>>8&0xFF, udpLen&0xFF
+	l2 := solveTabs[hi].Load()
+	if l2 == nil {
+		l2 = new([256]atomic.Pointer[solveTab])
+		if !solveTabs[hi].CompareAndSwap(nil, l2) {
+			l2 = solveTabs[hi].Load()
+		}
+	}
+	t := l2[lo].Load()
+	if t == nil {
+		t = newSolveTab(udpLen)
+		l2[lo].Store(t)
+	}
+	return t
+}
+
+// SolveIPv4ID checks the ICRC of a RoCEv2 datagram received over IPv4 when
+// the IP Identification and DF flag are unknown. dgram is the UDP payload
+// (BTH through ICRC); src, dst and the ports are the IP and UDP ones. It
+// returns the ID and DF the sender used and ok; ok is false when no ID and
+// DF make the ICRC right.
+func SolveIPv4ID(dgram []byte, src, dst [4]byte, sport, dport uint16) (id uint16, df bool, ok bool) {
+	if len(dgram) < BTHSize+ICRCSize || len(dgram)+udpHdrSize > 0xFFFF-ipv4HdrSize {
+		return 0, false, false
+	}
+	var p [icrcPrefixV4]byte
+	udpLen := udpHdrSize + len(dgram)
+	ipv4ICRCPrefix(&p, src, dst, 0, false, sport, dport, udpLen)
+	crc := crc32.Update(0, crc32.IEEETable, p[:])
+	body := dgram[:len(dgram)-ICRCSize]
+	crc = icrcBTH(crc, body)
+	crc = crc32.Update(crc, crc32.IEEETable, body[BTHSize:])
+	s := crc ^ binary.LittleEndian.Uint32(dgram[len(dgram)-ICRCSize:])
+	return solveTabFor(udpLen).solve(s)
+}

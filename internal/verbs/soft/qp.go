@@ -1,0 +1,572 @@
+package soft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// QP defaults and limits.
+const (
+	defaultSendDepth = 256
+	defaultRecvDepth = 512
+	maxInline        = 4096
+	recvBatch        = 64      // datagrams per recvmmsg
+	sockBufBytes     = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
+	maxQPNTries      = 256
+)
+
+// QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
+// bound to the QP's own address and used for every send, and a multicast
+// one bound to 0.0.0.0 that sees only the QP's groups), a send CQ whose
+// channel is an eventfd and a receive CQ whose channel is an epoll fd over
+// both sockets.
+type QP struct {
+	id        *ID
+	qpn       uint32
+	qkey      uint32
+	mtu       int
+	unicast   [4]byte // source address of every send; GRH source at peers
+	ifindex   int
+	ifaddr    [4]byte // the bound netdev's address, for IP_ADD_MEMBERSHIP
+	blockSelf bool
+
+	qpnFd int // abstract unix socket reserving the QPN in the namespace
+	uniFd int
+	mcFd  int
+
+	mrs  atomic.Pointer[[]*mr]
+	mrMu sync.Mutex
+
+	sq  sendQueue
+	scq sendCQ
+	rcq recvCQ
+
+	drops       [numDropReasons]atomic.Uint64
+	overflow    atomic.Uint64
+	sendDropped atomic.Uint64
+}
+
+var _ verbs.QP = (*QP)(nil)
+var _ verbs.DropCounter = (*QP)(nil)
+
+// QPN is the QP number: random in [2, 0xFFFFFE], unique in the network
+// namespace.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// QKey is the QP's Q_Key.
+func (q *QP) QKey() uint32 { return q.qkey }
+
+// MaxInline is 4096: sends copy the payload at post time anyway.
+func (q *QP) MaxInline() int { return maxInline }
+
+// LoopbackBlocked reports whether the QP drops its own multicast sends
+// coming back to it (asked for with BlockSelfMulticastLoopback: it drops
+// datagrams whose source address and DETH source QP are its own).
+func (q *QP) LoopbackBlocked() bool { return q.blockSelf }
+
+// SendCQ is the send CQ; its channel is an eventfd.
+func (q *QP) SendCQ() verbs.CQ { return &q.scq }
+
+// RecvCQ is the receive CQ; its channel is an epoll fd over the QP's
+// sockets and Poll does the receive work.
+func (q *QP) RecvCQ() verbs.CQ { return &q.rcq }
+
+// UnicastIP is the QP's own IPv4 address (its GID is ::ffff:UnicastIP).
+func (q *QP) UnicastIP() [4]byte { return q.unicast }
+
+func qpnAddr(qpn uint32) [4]byte {
+	return [4]byte{127, byte(qpn >> 16), byte(qpn >> 8), byte(qpn)}
+}
+
+// reserveQPN binds the abstract unix socket that stands for qpn in this
+// network namespace.
+func reserveQPN(qpn uint32) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	sa := &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpn-%06x", qpn)}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+type sockopt struct {
+	level, name, value int
+	what               string
+}
+
+func udpSocket(bindAddr [4]byte, opts []sockopt) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("setsockopt %s: %w", o.what, err)
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: bindAddr}); err != nil {
+		unix.Close(fd)
+		return -1, os.NewSyscallError("bind", err)
+	}
+	return fd, nil
+}
+
+var rxOpts = []sockopt{
+	{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR"},
+	{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+	{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+	{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
+	{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"},
+	{unix.SOL_SOCKET, unix.SO_RCVBUF, sockBufBytes, "SO_RCVBUF"},
+}
+
+func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
+	r := id.r
+	sdepth, rdepth := cfg.SendDepth, cfg.RecvDepth
+	if sdepth <= 0 {
+		sdepth = defaultSendDepth
+	}
+	if rdepth <= 0 {
+		rdepth = defaultRecvDepth
+	}
+	if sdepth > maxQPWR || rdepth > maxQPWR {
+		return nil, fmt.Errorf("soft: ibv_create_qp: depth %d/%d over %d", sdepth, rdepth, maxQPWR)
+	}
+	if cfg.MaxInline > maxInline {
+		return nil, fmt.Errorf("soft: ibv_create_qp: max inline %d over %d: %w", cfg.MaxInline, maxInline, verbs.ErrNotSupported)
+	}
+	qkey := cfg.QKey
+	if qkey == 0 {
+		qkey = verbs.DefaultQKey
+	}
+	q = &QP{
+		id:        id,
+		qkey:      qkey,
+		mtu:       r.mtu,
+		ifindex:   r.ifi.Index,
+		ifaddr:    [4]byte(r.ip.To4()),
+		blockSelf: cfg.BlockSelfMulticastLoopback,
+		qpnFd:     -1,
+		uniFd:     -1,
+		mcFd:      -1,
+	}
+	q.scq.efd, q.rcq.epfd = -1, -1
+	defer func() {
+		if err != nil {
+			q.closeFds()
+			err = fmt.Errorf("soft: ibv_create_qp: %w", err)
+		}
+	}()
+	q.mrs.Store(new([]*mr))
+
+	txOpts := append(rxOpts[:len(rxOpts):len(rxOpts)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
+		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
+	)
+	for try := 0; ; try++ {
+		if try == maxQPNTries {
+			return nil, errors.New("no free QPN found")
+		}
+		qpn := 2 + rand.Uint32N(0xFFFFFE-1) // [2, 0xFFFFFE]
+		fd, err := reserveQPN(qpn)
+		if err == unix.EADDRINUSE {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reserve QPN: %w", err)
+		}
+		q.qpn, q.qpnFd = qpn, fd
+		break
+	}
+	q.unicast = q.ifaddr
+	if r.loopbak {
+		q.unicast = qpnAddr(q.qpn)
+	}
+	if q.uniFd, err = udpSocket(q.unicast, txOpts); err != nil {
+		return nil, fmt.Errorf("unicast socket %v:%d: %w", q.unicast, UDPPort, err)
+	}
+	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
+	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
+		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
+	}
+	mcOpts := append(rxOpts[:len(rxOpts):len(rxOpts)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
+	if q.mcFd, err = udpSocket([4]byte{}, mcOpts); err != nil {
+		return nil, fmt.Errorf("multicast socket 0.0.0.0:%d: %w", UDPPort, err)
+	}
+	if err = q.sq.init(q, sdepth); err != nil {
+		return nil, err
+	}
+	if err = q.scq.init(sdepth); err != nil {
+		return nil, err
+	}
+	if err = q.rcq.init(q, rdepth); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// closeFds closes every fd the QP holds; leaving the groups is implied by
+// closing the multicast socket.
+func (q *QP) closeFds() error {
+	var first error
+	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.epfd, &q.scq.efd, &q.qpnFd} {
+		if *fd >= 0 {
+			if err := unix.Close(*fd); err != nil && first == nil {
+				first = err
+			}
+			*fd = -1
+		}
+	}
+	return first
+}
+
+func (q *QP) close() error {
+	q.sq.mu.Lock()
+	q.scq.mu.Lock()
+	q.rcq.mu.Lock()
+	defer q.sq.mu.Unlock()
+	defer q.scq.mu.Unlock()
+	defer q.rcq.mu.Unlock()
+	q.sq.closed, q.scq.closed, q.rcq.closed = true, true, true
+	for _, g := range q.rcq.groups {
+		if !g.sendOnly {
+			unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP,
+				&unix.IPMreqn{Multiaddr: g.addr, Address: q.ifaddr, Ifindex: int32(q.ifindex)})
+		}
+	}
+	q.rcq.groups = nil
+	q.rcq.rq = nil
+	return q.closeFds()
+}
+
+// mcGroup is one joined group.
+type mcGroup struct {
+	addr     [4]byte
+	sendOnly bool
+}
+
+func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
+	c := &q.rcq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false, verbs.ErrClosed
+	}
+	i := c.findGroup(grp)
+	if i >= 0 && (sendOnly || !c.groups[i].sendOnly) {
+		return c.groups[i].sendOnly, nil
+	}
+	if !sendOnly {
+		mreq := &unix.IPMreqn{Multiaddr: grp, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
+		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); err != nil {
+			return false, os.NewSyscallError("setsockopt IP_ADD_MEMBERSHIP", err)
+		}
+	}
+	if i >= 0 {
+		c.groups[i].sendOnly = false
+	} else {
+		c.groups = append(c.groups, mcGroup{addr: grp, sendOnly: sendOnly})
+	}
+	return sendOnly, nil
+}
+
+func (q *QP) leave(grp [4]byte) error {
+	c := &q.rcq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return verbs.ErrClosed
+	}
+	i := c.findGroup(grp)
+	if i < 0 {
+		return fmt.Errorf("not joined: %w", unix.EADDRNOTAVAIL)
+	}
+	if !c.groups[i].sendOnly {
+		mreq := &unix.IPMreqn{Multiaddr: grp, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
+		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP, mreq); err != nil {
+			return os.NewSyscallError("setsockopt IP_DROP_MEMBERSHIP", err)
+		}
+	}
+	c.groups = append(c.groups[:i], c.groups[i+1:]...)
+	return nil
+}
+
+// mr is a memory region: an arena and its LKey.
+type mr struct {
+	lkey  uint32
+	arena *verbs.Arena
+}
+
+func (m *mr) LKey() uint32        { return m.lkey }
+func (m *mr) Arena() *verbs.Arena { return m.arena }
+
+var lkeys atomic.Uint32
+
+// RegisterMemory registers an arena and gives it a unique LKey.
+func (q *QP) RegisterMemory(a *verbs.Arena) (verbs.MR, error) {
+	if a == nil || a.Len() == 0 {
+		return nil, errors.New("soft: ibv_reg_mr: no arena")
+	}
+	q.mrMu.Lock()
+	defer q.mrMu.Unlock()
+	m := &mr{lkey: lkeys.Add(1), arena: a}
+	old := *q.mrs.Load()
+	mrs := append(old[:len(old):len(old)], m)
+	q.mrs.Store(&mrs)
+	return m, nil
+}
+
+var errBadLKey = errors.New("soft: SGE LKey is not registered on this QP")
+
+// sgeBytes resolves an SGE to its bytes, bounds checked.
+func (q *QP) sgeBytes(s verbs.SGE) ([]byte, error) {
+	for _, m := range *q.mrs.Load() {
+		if m.lkey != s.LKey {
+			continue
+		}
+		b := m.arena.Bytes()
+		if uint64(s.Offset)+uint64(s.Length) > uint64(len(b)) {
+			return nil, fmt.Errorf("soft: SGE [%d, +%d) outside its MR of %d bytes", s.Offset, s.Length, len(b))
+		}
+		return b[s.Offset : s.Offset+s.Length : s.Offset+s.Length], nil
+	}
+	return nil, errBadLKey
+}
+
+// ah is an address handle: the resolved IPv4 destination.
+type ah struct {
+	attr   verbs.AHAttr
+	qp     *QP
+	dst    [4]byte
+	closed atomic.Bool
+}
+
+func (a *ah) Attr() verbs.AHAttr { return a.attr }
+func (a *ah) Close() error       { a.closed.Store(true); return nil }
+
+// CreateAH checks that the DGID is an IPv4-mapped GID (::ffff:a.b.c.d,
+// unicast or multicast) and resolves it to a.b.c.d:4791.
+func (q *QP) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
+	a := attr.DGID.Addr()
+	if attr.DGID.IsZero() || !a.IsValid() {
+		return nil, errors.New("soft: ibv_create_ah: zero DGID")
+	}
+	if !a.Is4() {
+		return nil, fmt.Errorf("soft: ibv_create_ah: DGID %v is not IPv4-mapped: %w", attr.DGID, verbs.ErrNotSupported)
+	}
+	return &ah{attr: attr, qp: q, dst: a.As4()}, nil
+}
+
+// PostRecv posts receive WRs. Each buffer must hold the 40-byte GRH area
+// and the payload (and should hold 40 + MTU).
+func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
+	c := &q.rcq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrClosed)
+	}
+	if q.id.removed.Load() {
+		return 0, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrDeviceRemoved)
+	}
+	defer c.updateInterest()
+	for i := range wrs {
+		if c.n == len(c.rq) {
+			return i, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrQueueFull)
+		}
+		b, err := q.sgeBytes(wrs[i].SGE)
+		if err != nil {
+			return i, fmt.Errorf("soft: ibv_post_recv: %w", err)
+		}
+		if len(b) < verbs.GRHSize {
+			return i, fmt.Errorf("soft: ibv_post_recv: buffer of %d bytes is shorter than the %d-byte GRH", len(b), verbs.GRHSize)
+		}
+		c.rq[(c.head+c.n)%len(c.rq)] = rqEntry{wrid: wrs[i].WRID, buf: b}
+		c.n++
+	}
+	return len(wrs), nil
+}
+
+// sendQueue holds the per-slot scratch of a sendmmsg batch: one slot per
+// send queue entry. Sends complete synchronously, so the ring is reused by
+// every batch.
+type sendQueue struct {
+	mu     sync.Mutex
+	closed bool
+	psn    uint32
+	hdr    [][maxHdrSize]byte
+	tail   [][8]byte // pad and ICRC
+	iov    [][3]unix.Iovec
+	names  []unix.RawSockaddrInet4
+	msgs   []mmsghdr
+	status []verbs.WCStatus
+}
+
+func (s *sendQueue) init(q *QP, depth int) error {
+	s.psn = rand.Uint32N(1 << 24)
+	s.hdr = make([][maxHdrSize]byte, depth)
+	s.tail = make([][8]byte, depth)
+	s.iov = make([][3]unix.Iovec, depth)
+	s.names = make([]unix.RawSockaddrInet4, depth)
+	s.msgs = make([]mmsghdr, depth)
+	s.status = make([]verbs.WCStatus, depth)
+	for i := range s.msgs {
+		s.names[i].Family = unix.AF_INET
+		s.names[i].Port = htons(UDPPort)
+		m := &s.msgs[i].Hdr
+		m.Name = (*byte)(unsafe.Pointer(&s.names[i]))
+		m.Namelen = unix.SizeofSockaddrInet4
+		m.Iov = &s.iov[i][0]
+		m.SetIovlen(3)
+	}
+	return nil
+}
+
+// PostSend builds each WR's headers and ICRC into its slot and sends the
+// batch with sendmmsg from the QP's unicast socket. Sends complete
+// synchronously: a signaled WR's completion is on the send CQ when
+// PostSend returns. A WR whose payload exceeds the MTU fails with
+// verbs.ErrMessageSize, one that finds the send CQ full with
+// verbs.ErrQueueFull; nothing from that WR on is posted. A datagram the
+// kernel drops for want of buffers (ENOBUFS, EAGAIN) is lost as on a wire
+// and still completes successfully (counted in Drops.SendDropped); any
+// other send error completes the WR with WCGeneralErr, signaled or not.
+func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
+	s := &q.sq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, fmt.Errorf("soft: ibv_post_send: %w", verbs.ErrClosed)
+	}
+	if q.id.removed.Load() {
+		return 0, fmt.Errorf("soft: ibv_post_send: %w", verbs.ErrDeviceRemoved)
+	}
+	posted := 0
+	for posted < len(wrs) {
+		batch := wrs[posted:]
+		k, err := q.prepare(batch)
+		if k > 0 {
+			q.transmit(batch[:k])
+			posted += k
+		}
+		if err != nil {
+			return posted, fmt.Errorf("soft: ibv_post_send: %w", err)
+		}
+	}
+	return posted, nil
+}
+
+// prepare fills slots for up to len(slots) WRs and returns how many; err
+// says why the next one could not be.
+func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
+	s := &q.sq
+	room := q.scq.room()
+	k := min(len(wrs), len(s.msgs))
+	for i := range k {
+		wr := &wrs[i]
+		a, ok := wr.AH.(*ah)
+		if !ok || a == nil || a.qp != q {
+			return i, fmt.Errorf("WR %d: AH not created on this QP", i)
+		}
+		if a.closed.Load() {
+			return i, fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
+		}
+		payload, err := q.sgeBytes(wr.SGE)
+		if err != nil {
+			return i, fmt.Errorf("WR %d: %w", i, err)
+		}
+		if len(payload) > q.mtu {
+			return i, fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
+		}
+		if wr.Flags&verbs.SendSignaled != 0 {
+			if room == 0 {
+				return i, fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
+			}
+			room--
+		}
+		h := Header{
+			Opcode:  OpUDSendOnly,
+			SE:      wr.Flags&verbs.SendSolicited != 0,
+			PadCnt:  uint8(PadFor(len(payload))),
+			PKey:    verbs.DefaultPKey,
+			DestQPN: wr.RemoteQPN,
+			PSN:     s.psn,
+			QKey:    wr.RemoteQKey,
+			SrcQPN:  q.qpn,
+		}
+		if h.QKey&0x80000000 != 0 { // the QP's own Q_Key, as verbs does
+			h.QKey = q.qkey
+		}
+		if wr.Flags&verbs.SendWithImm != 0 {
+			h.Opcode = OpUDSendOnlyImm
+			h.Imm = wr.Imm
+		}
+		hl := h.Encode(s.hdr[i][:])
+		pad := int(h.PadCnt)
+		tail := s.tail[i][:pad+ICRCSize]
+		clear(tail[:pad])
+
+		var p [icrcPrefixV4]byte
+		udpLen := udpHdrSize + hl + len(payload) + pad + ICRCSize
+		ipv4ICRCPrefix(&p, q.unicast, a.dst, 0, true, UDPPort, UDPPort, udpLen)
+		crc := crc32.Update(0, crc32.IEEETable, p[:])
+		crc = icrcBTH(crc, s.hdr[i][:])
+		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][BTHSize:hl])
+		crc = crc32.Update(crc, crc32.IEEETable, payload)
+		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
+		binary.LittleEndian.PutUint32(tail[pad:], crc)
+
+		setIov(&s.iov[i][0], s.hdr[i][:hl])
+		setIov(&s.iov[i][1], payload)
+		setIov(&s.iov[i][2], tail)
+		s.names[i].Addr = a.dst
+		s.status[i] = verbs.WCSuccess
+		s.psn = (s.psn + 1) & 0xFFFFFF
+	}
+	return k, nil
+}
+
+// transmit sends the prepared slots and completes the WRs.
+func (q *QP) transmit(wrs []verbs.SendWR) {
+	s := &q.sq
+	for i := 0; i < len(wrs); {
+		n, err := sendmmsg(q.uniFd, s.msgs[i:len(wrs)], 0)
+		switch err {
+		case nil:
+			i += n
+		case unix.EINTR:
+		case unix.EAGAIN, unix.ENOBUFS:
+			q.sendDropped.Add(1)
+			i++
+		default:
+			s.status[i] = verbs.WCGeneralErr
+			i++
+		}
+	}
+	q.scq.mu.Lock()
+	for i := range wrs {
+		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
+			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn})
+		}
+	}
+	q.scq.mu.Unlock()
+}

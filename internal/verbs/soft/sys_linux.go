@@ -1,0 +1,102 @@
+package soft
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmsghdr is struct mmsghdr: x/sys/unix has the syscall numbers but no
+// type or wrapper for recvmmsg/sendmmsg. Go pads it to the C layout.
+type mmsghdr struct {
+	Hdr unix.Msghdr
+	Len uint32
+}
+
+func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func setIov(iov *unix.Iovec, b []byte) {
+	if len(b) == 0 {
+		iov.Base = nil
+		iov.SetLen(0)
+		return
+	}
+	iov.Base = &b[0]
+	iov.SetLen(len(b))
+}
+
+// rxMeta is what the control messages of one received datagram say.
+type rxMeta struct {
+	dst     [4]byte // IP_PKTINFO ipi_addr: the header's destination
+	ifindex int32
+	ttl     uint8
+	tos     uint8
+	ovfl    uint32 // SO_RXQ_OVFL: the socket's cumulative drops
+	hasOvfl bool
+}
+
+func cmsgAlign(n int) int {
+	const a = int(unsafe.Sizeof(uintptr(0)))
+	return (n + a - 1) &^ (a - 1)
+}
+
+// parseCmsgs reads IP_PKTINFO, IP_TTL, IP_TOS and SO_RXQ_OVFL without
+// allocating.
+func parseCmsgs(b []byte, m *rxMeta) {
+	*m = rxMeta{ttl: 64}
+	hlen := cmsgAlign(unix.SizeofCmsghdr)
+	for len(b) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+		l := int(h.Len)
+		if l < hlen || l > len(b) {
+			return
+		}
+		data := b[hlen:l]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			m.dst = pi.Addr
+			m.ifindex = pi.Ifindex
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(data) >= 4:
+			m.ttl = uint8(binary.NativeEndian.Uint32(data))
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
+			m.tos = data[0]
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			m.ovfl = binary.NativeEndian.Uint32(data)
+			m.hasOvfl = true
+		}
+		next := cmsgAlign(l)
+		if next >= len(b) {
+			return
+		}
+		b = b[next:]
+	}
+}
+
+func ntohs(p uint16) uint16 {
+	var b [2]byte
+	*(*uint16)(unsafe.Pointer(&b[0])) = p
+	return binary.BigEndian.Uint16(b[:])
+}
+
+func htons(p uint16) uint16 { return ntohs(p) }
