@@ -1,0 +1,379 @@
+//go:build cgo
+
+package rdmacore
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// enotsupp is the kernel's internal ENOTSUPP (524), which rdma_cm returns
+// for IPv6 groups on RoCE v2 and which strerror calls "Unknown error 524".
+const enotsupp = unix.Errno(524)
+
+// id is an rdma_cm_id in RDMA_PS_UDP with its own event channel.
+type id struct {
+	ch   *C.struct_rn_rdma_event_channel
+	chFd int
+	cm   *C.struct_rn_rdma_cm_id
+
+	local     verbs.Binding
+	portState verbs.PortState
+	maxMcast  int
+
+	removed atomic.Bool // DEVICE_REMOVAL seen
+	closed  atomic.Bool
+
+	mu     sync.Mutex // qp, groups
+	qp     *qp
+	groups map[verbs.GID]*group
+
+	// cmMu serializes rdma_get_cm_event and guards what pump fills.
+	cmMu    sync.Mutex
+	queue   []verbs.Event
+	pending map[uint64]*joinResult // by join tag
+	nextTag uint64
+}
+
+var _ verbs.ID = (*id)(nil)
+
+// group is a joined group: what Leave needs.
+type group struct {
+	sa       sockaddr
+	tag      uint64
+	sendOnly bool
+}
+
+// joinResult is where pump leaves the outcome of a pending join.
+type joinResult struct {
+	done bool
+	ev   C.struct_rn_cm_event
+}
+
+func (d *id) Local() verbs.Binding { return d.local }
+
+func (d *id) Events() verbs.EventChannel { return (*eventChannel)(d) }
+
+func (d *id) check(verb string) error {
+	if d.closed.Load() {
+		return fmt.Errorf("%s: %w", verb, verbs.ErrClosed)
+	}
+	if d.removed.Load() {
+		return fmt.Errorf("%s: %s: %w", verb, d.local.Device, verbs.ErrDeviceRemoved)
+	}
+	return nil
+}
+
+// pump reads every pending CM event. Join outcomes go to their waiter;
+// everything else is queued for Events().Next. The caller holds cmMu.
+func (d *id) pump() error {
+	for {
+		var ev C.struct_rn_cm_event
+		e := C.rn_get_cm_event(d.ch, &ev)
+		if e != 0 {
+			if unix.Errno(e) == unix.EAGAIN {
+				return nil
+			}
+			return fmt.Errorf("rdma_get_cm_event: %w", unix.Errno(e))
+		}
+		switch ev.event {
+		case C.RN_RDMA_CM_EVENT_MULTICAST_JOIN, C.RN_RDMA_CM_EVENT_MULTICAST_ERROR,
+			C.RN_RDMA_CM_EVENT_UNREACHABLE, C.RN_RDMA_CM_EVENT_ADDR_ERROR:
+			if r, ok := d.pending[uint64(ev.tag)]; ok {
+				r.done, r.ev = true, ev
+				delete(d.pending, uint64(ev.tag))
+				continue
+			}
+			if ev.event == C.RN_RDMA_CM_EVENT_MULTICAST_JOIN {
+				continue // a join given up on; Join left the group
+			}
+			qe := verbs.Event{Type: verbs.EventMulticastError, Status: int(ev.status)}
+			d.mu.Lock()
+			for mgid, g := range d.groups {
+				if g.tag == uint64(ev.tag) {
+					qe.MGID = mgid
+				}
+			}
+			d.mu.Unlock()
+			d.queue = append(d.queue, qe)
+		case C.RN_RDMA_CM_EVENT_DEVICE_REMOVAL:
+			d.removed.Store(true)
+			d.queue = append(d.queue, verbs.Event{Type: verbs.EventDeviceRemoval, Status: int(ev.status)})
+		case C.RN_RDMA_CM_EVENT_ADDR_CHANGE:
+			d.queue = append(d.queue, verbs.Event{Type: verbs.EventAddrChange, Status: int(ev.status)})
+		}
+	}
+}
+
+// eventChannel is the ID's view as a verbs.EventChannel.
+type eventChannel id
+
+func (c *eventChannel) Fd() int { return c.chFd }
+
+func (c *eventChannel) Next() (verbs.Event, bool, error) {
+	d := (*id)(c)
+	if d.closed.Load() {
+		return verbs.Event{}, false, fmt.Errorf("rdma_get_cm_event: %w", verbs.ErrClosed)
+	}
+	d.cmMu.Lock()
+	defer d.cmMu.Unlock()
+	err := d.pump()
+	if len(d.queue) > 0 {
+		ev := d.queue[0]
+		d.queue = d.queue[1:]
+		return ev, true, nil
+	}
+	return verbs.Event{}, false, err
+}
+
+// joinPoll is how long Join sleeps in poll(2) between looks at ctx.
+const joinPoll = 50 * time.Millisecond
+
+func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (verbs.Membership, error) {
+	verb := "rdma_join_multicast_ex"
+	if err := d.check(verb); err != nil {
+		return verbs.Membership{}, err
+	}
+	d.mu.Lock()
+	q := d.qp
+	d.mu.Unlock()
+	if q == nil {
+		return verbs.Membership{}, fmt.Errorf("%s: create the QP before joining: %w", verb, unix.EINVAL)
+	}
+	if d.maxMcast == 0 {
+		return verbs.Membership{}, fmt.Errorf("%s: %s has max_mcast_grp 0: no multicast on this device: %w",
+			verb, d.local.Device, verbs.ErrNotSupported)
+	}
+	if groupIsIPv6(g) && d.local.GIDType == verbs.GIDTypeRoCEv2 {
+		return verbs.Membership{}, errIPv6RoCEv2(verb)
+	}
+	sa, err := groupSockaddr(g, d.local.LinkLayer)
+	if err != nil {
+		return verbs.Membership{}, err
+	}
+
+	d.cmMu.Lock()
+	d.nextTag++
+	tag := d.nextTag
+	res := &joinResult{}
+	d.pending[tag] = res
+	d.cmMu.Unlock()
+
+	sendOnly := C.int(0)
+	if opt.SendOnly {
+		sendOnly = 1
+	}
+	if e := C.rn_join(d.cm, unsafe.Pointer(&sa.b[0]), sendOnly, C.uintptr_t(tag)); e != 0 {
+		d.cmMu.Lock()
+		delete(d.pending, tag)
+		d.cmMu.Unlock()
+		errno := unix.Errno(e)
+		switch {
+		case (errno == enotsupp || errno == unix.EOPNOTSUPP) && groupIsIPv6(g):
+			return verbs.Membership{}, errIPv6RoCEv2(verb)
+		case errno == enotsupp || errno == unix.EOPNOTSUPP:
+			return verbs.Membership{}, fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrNotSupported)
+		case errno == unix.ENODEV:
+			d.removed.Store(true)
+			return verbs.Membership{}, fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrDeviceRemoved)
+		}
+		return verbs.Membership{}, fmt.Errorf("%s: %w", verb, errno)
+	}
+
+	for {
+		d.cmMu.Lock()
+		err := d.pump()
+		done := res.done
+		if !done && err != nil {
+			delete(d.pending, tag)
+		}
+		d.cmMu.Unlock()
+		if done {
+			break
+		}
+		if err == nil && d.removed.Load() {
+			err = fmt.Errorf("%s: %w", verb, verbs.ErrDeviceRemoved)
+		}
+		if err == nil {
+			err = ctx.Err()
+			if err != nil {
+				err = fmt.Errorf("%s: waiting for MULTICAST_JOIN: %w", verb, err)
+			}
+		}
+		if err != nil {
+			d.cmMu.Lock()
+			delete(d.pending, tag)
+			d.cmMu.Unlock()
+			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
+			return verbs.Membership{}, err
+		}
+		wait := joinPoll
+		if dl, ok := ctx.Deadline(); ok {
+			if left := time.Until(dl); left < wait {
+				wait = max(left, time.Millisecond)
+			}
+		}
+		fds := []unix.PollFd{{Fd: int32(d.chFd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(wait/time.Millisecond)); err != nil && err != unix.EINTR {
+			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
+			return verbs.Membership{}, fmt.Errorf("%s: poll: %w", verb, err)
+		}
+	}
+
+	ev := res.ev
+	if ev.event != C.RN_RDMA_CM_EVENT_MULTICAST_JOIN {
+		// librdmacm still holds the group: release it.
+		C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
+		name := map[C.int]string{
+			C.RN_RDMA_CM_EVENT_MULTICAST_ERROR: "MULTICAST_ERROR",
+			C.RN_RDMA_CM_EVENT_UNREACHABLE:     "UNREACHABLE",
+			C.RN_RDMA_CM_EVENT_ADDR_ERROR:      "ADDR_ERROR",
+		}[ev.event]
+		st := ev.status
+		if st < 0 {
+			st = -st
+		}
+		errno := unix.Errno(st)
+		if (errno == enotsupp || errno == unix.EOPNOTSUPP) && groupIsIPv6(g) {
+			return verbs.Membership{}, errIPv6RoCEv2(verb)
+		}
+		return verbs.Membership{}, fmt.Errorf("%s: %s (status %d: %v) joining %s", verb, name, int(ev.status), errno, groupString(g))
+	}
+	ah := ahAttrFromC(&ev.ah_attr)
+	m := verbs.Membership{
+		MGID:      ah.DGID,
+		AH:        ah,
+		RemoteQPN: uint32(ev.qp_num),
+		QKey:      uint32(ev.qkey),
+		MTU:       d.local.MTU,
+		SendOnly:  opt.SendOnly,
+	}
+	d.mu.Lock()
+	d.groups[m.MGID] = &group{sa: sa, tag: tag, sendOnly: opt.SendOnly}
+	d.mu.Unlock()
+	return m, nil
+}
+
+func errIPv6RoCEv2(verb string) error {
+	return fmt.Errorf("%s: IPv6 multicast groups are not supported on RoCE v2 by rdma_cm (ENOTSUPP); use an IPv4 group: %w",
+		verb, verbs.ErrNotSupported)
+}
+
+func groupString(g verbs.Group) string {
+	if !g.MGID.IsZero() {
+		return "MGID " + g.MGID.String()
+	}
+	return g.IP.String()
+}
+
+func (d *id) Leave(mgid verbs.GID) error {
+	verb := "rdma_leave_multicast"
+	if d.closed.Load() {
+		return fmt.Errorf("%s: %w", verb, verbs.ErrClosed)
+	}
+	d.mu.Lock()
+	g, ok := d.groups[mgid]
+	delete(d.groups, mgid)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s %s: %w", verb, mgid, errNotJoined)
+	}
+	if e := C.rn_leave(d.cm, unsafe.Pointer(&g.sa.b[0])); e != 0 {
+		if d.removed.Load() {
+			return fmt.Errorf("%s %s: %w", verb, mgid, verbs.ErrDeviceRemoved)
+		}
+		return fmt.Errorf("%s %s: %w", verb, mgid, unix.Errno(e))
+	}
+	return nil
+}
+
+// Close leaves every group, destroys the QP and everything under it, then
+// the cm id and its event channel. After DEVICE_REMOVAL the destroy verbs
+// may fail; their errors are dropped then, since every object is dead.
+func (d *id) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	note := func(err error) {
+		if err != nil && !d.removed.Load() {
+			errs = append(errs, err)
+		}
+	}
+	d.mu.Lock()
+	for mgid, g := range d.groups {
+		if e := C.rn_leave(d.cm, unsafe.Pointer(&g.sa.b[0])); e != 0 {
+			note(fmt.Errorf("rdma_leave_multicast %s: %w", mgid, unix.Errno(e)))
+		}
+		delete(d.groups, mgid)
+	}
+	q := d.qp
+	d.qp = nil
+	d.mu.Unlock()
+	if q != nil {
+		note(q.destroy())
+	}
+	note(d.destroyID())
+	return errors.Join(errs...)
+}
+
+// destroyID destroys the cm id and the event channel (which closes its
+// fd).
+func (d *id) destroyID() error {
+	var err error
+	if d.cm != nil {
+		if e := C.rn_destroy_id(d.cm); e != 0 {
+			err = fmt.Errorf("rdma_destroy_id: %w", unix.Errno(e))
+		}
+		d.cm = nil
+	}
+	if d.ch != nil {
+		C.rn_destroy_event_channel(d.ch)
+		d.ch = nil
+	}
+	return err
+}
+
+func ahAttrFromC(a *C.struct_rn_ibv_ah_attr) verbs.AHAttr {
+	var out verbs.AHAttr
+	copy(out.DGID[:], C.GoBytes(unsafe.Pointer(&a.grh.dgid), 16))
+	out.SGIDIndex = uint8(a.grh.sgid_index)
+	out.HopLimit = uint8(a.grh.hop_limit)
+	out.TrafficClass = uint8(a.grh.traffic_class)
+	out.FlowLabel = uint32(a.grh.flow_label)
+	out.IsGlobal = a.is_global != 0
+	out.DLID = uint16(a.dlid)
+	out.SL = uint8(a.sl)
+	out.PortNum = uint8(a.port_num)
+	return out
+}
+
+func ahAttrToC(in verbs.AHAttr) C.struct_rn_ibv_ah_attr {
+	var a C.struct_rn_ibv_ah_attr
+	copy((*[16]byte)(unsafe.Pointer(&a.grh.dgid))[:], in.DGID[:])
+	a.grh.sgid_index = C.uint8_t(in.SGIDIndex)
+	a.grh.hop_limit = C.uint8_t(in.HopLimit)
+	a.grh.traffic_class = C.uint8_t(in.TrafficClass)
+	a.grh.flow_label = C.uint32_t(in.FlowLabel)
+	if in.IsGlobal {
+		a.is_global = 1
+	}
+	a.dlid = C.uint16_t(in.DLID)
+	a.sl = C.uint8_t(in.SL)
+	a.port_num = C.uint8_t(in.PortNum)
+	return a
+}

@@ -1,0 +1,563 @@
+//go:build cgo
+
+package rdmacore
+
+/*
+#cgo noescape rn_post_recv
+#cgo nocallback rn_post_recv
+#cgo noescape rn_post_send
+#cgo nocallback rn_post_send
+#cgo noescape rn_poll
+#cgo nocallback rn_poll
+#cgo nocallback rn_req_notify
+#cgo noescape rn_get_cq_events
+#cgo nocallback rn_get_cq_events
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+const (
+	defaultSendDepth = 256
+	defaultRecvDepth = 512
+	batch            = C.RN_BATCH
+	ackBatch         = 32 // ibv_ack_cq_events takes a mutex: ack in batches
+)
+
+// qp is a UD QP created on the cm id, with its PD, CQs and channels.
+type qp struct {
+	d      *id
+	ctx    *C.struct_rn_qpctx // C memory: the QP and its MR table
+	pd     *C.struct_rn_ibv_pd
+	scq    *cq
+	rcq    *cq
+	qpn    uint32
+	qkey   uint32
+	inline int
+	lb     bool
+	mtu    int
+
+	mrMu sync.RWMutex // the MR table in ctx; held shared while posting
+	mrs  []*mr
+
+	ahMu sync.Mutex
+	ahs  map[*ah]struct{}
+
+	sendMu  sync.Mutex
+	sendBuf []C.struct_rn_send_in // Go memory without Go pointers
+}
+
+var _ verbs.QP = (*qp)(nil)
+
+// CreateQP creates the PD, two CQs each with its own completion channel
+// (fd non-blocking) and a UD QP through rdma_create_qp_ex, which also
+// moves it to RTS with rdma_cm's Q_Key; a different cfg.QKey is then set
+// with ibv_modify_qp.
+func (d *id) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
+	if err := d.check("rdma_create_qp_ex"); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.qp != nil {
+		return nil, fmt.Errorf("rdma_create_qp_ex: the ID already has a QP: %w", unix.EEXIST)
+	}
+	if cfg.SendDepth <= 0 {
+		cfg.SendDepth = defaultSendDepth
+	}
+	if cfg.RecvDepth <= 0 {
+		cfg.RecvDepth = defaultRecvDepth
+	}
+	if cfg.QKey == 0 {
+		cfg.QKey = verbs.DefaultQKey
+	}
+	if cfg.MaxInline < 0 {
+		cfg.MaxInline = 0
+	}
+	q := &qp{d: d, mtu: d.local.MTU, ahs: map[*ah]struct{}{}, sendBuf: make([]C.struct_rn_send_in, batch)}
+	err := q.create(cfg)
+	if err != nil {
+		q.destroy()
+		return nil, err
+	}
+	d.qp = q
+	return q, nil
+}
+
+func (q *qp) create(cfg verbs.QPConfig) error {
+	ctx := q.d.cm.verbs
+	var e C.int
+	if q.pd = C.rn_alloc_pd(ctx, &e); q.pd == nil {
+		return fmt.Errorf("ibv_alloc_pd: %w", unix.Errno(e))
+	}
+	var err error
+	if q.scq, err = newCQ(ctx, cfg.SendDepth, q.d); err != nil {
+		return err
+	}
+	if q.rcq, err = newCQ(ctx, cfg.RecvDepth, q.d); err != nil {
+		return err
+	}
+	cap := C.struct_rn_ibv_qp_cap{
+		max_send_wr:     C.uint32_t(cfg.SendDepth),
+		max_recv_wr:     C.uint32_t(cfg.RecvDepth),
+		max_send_sge:    1,
+		max_recv_sge:    1,
+		max_inline_data: C.uint32_t(cfg.MaxInline),
+	}
+	var flags C.uint32_t
+	if cfg.BlockSelfMulticastLoopback {
+		flags = C.RN_IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+	}
+	got := cap
+	r := C.rn_create_qp(q.d.cm, q.pd, q.scq.cq, q.rcq.cq, &got, flags)
+	if r != 0 && flags != 0 && (unix.Errno(r) == unix.EOPNOTSUPP || unix.Errno(r) == unix.EINVAL) {
+		// rxe and others do not block self loopback: report it and go on.
+		got = cap
+		flags = 0
+		r = C.rn_create_qp(q.d.cm, q.pd, q.scq.cq, q.rcq.cq, &got, 0)
+	}
+	if r != 0 {
+		return fmt.Errorf("rdma_create_qp_ex: %w", unix.Errno(r))
+	}
+	q.lb = flags != 0
+	q.inline = int(got.max_inline_data)
+	q.ctx = (*C.struct_rn_qpctx)(C.calloc(1, C.sizeof_struct_rn_qpctx))
+	q.ctx.qp = q.d.cm.qp
+	q.qpn = uint32(q.d.cm.qp.qp_num)
+
+	var state C.int
+	var qkey C.uint32_t
+	if e := C.rn_query_qp_state(q.d.cm.qp, &state, &qkey); e != 0 {
+		return fmt.Errorf("ibv_query_qp: %w", unix.Errno(e))
+	}
+	if state != C.RN_IBV_QPS_RTS {
+		return fmt.Errorf("rdma_create_qp_ex: QP %#x is in state %d, not RTS: %w", q.qpn, int(state), unix.EINVAL)
+	}
+	if uint32(qkey) != cfg.QKey {
+		if e := C.rn_set_qkey(q.d.cm.qp, C.uint32_t(cfg.QKey)); e != 0 {
+			return fmt.Errorf("ibv_modify_qp Q_Key %#x: %w", cfg.QKey, unix.Errno(e))
+		}
+		if e := C.rn_query_qp_state(q.d.cm.qp, &state, &qkey); e != 0 {
+			return fmt.Errorf("ibv_query_qp: %w", unix.Errno(e))
+		}
+	}
+	q.qkey = uint32(qkey)
+	return nil
+}
+
+// destroy frees everything in the order the verbs require: the QP (and
+// with it librdmacm's attachments), the AHs, the CQs (after acking every
+// event read from their channels), the channels, the MRs, the PD.
+func (q *qp) destroy() error {
+	var errs []error
+	if q.d.cm != nil && q.d.cm.qp != nil {
+		C.rn_destroy_qp(q.d.cm)
+	}
+	q.ahMu.Lock()
+	for a := range q.ahs {
+		if err := a.destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	q.ahMu.Unlock()
+	for _, c := range []*cq{q.scq, q.rcq} {
+		if c != nil {
+			errs = append(errs, c.destroy())
+		}
+	}
+	q.mrMu.Lock()
+	for _, m := range q.mrs {
+		if e := C.rn_dereg_mr(m.mr); e != 0 {
+			errs = append(errs, fmt.Errorf("ibv_dereg_mr: %w", unix.Errno(e)))
+		}
+		m.mr = nil
+	}
+	q.mrs = nil
+	q.mrMu.Unlock()
+	if q.pd != nil {
+		if e := C.rn_dealloc_pd(q.pd); e != 0 {
+			errs = append(errs, fmt.Errorf("ibv_dealloc_pd: %w", unix.Errno(e)))
+		}
+		q.pd = nil
+	}
+	if q.ctx != nil {
+		C.free(unsafe.Pointer(q.ctx))
+		q.ctx = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (q *qp) QPN() uint32           { return q.qpn }
+func (q *qp) QKey() uint32          { return q.qkey }
+func (q *qp) MaxInline() int        { return q.inline }
+func (q *qp) LoopbackBlocked() bool { return q.lb }
+func (q *qp) SendCQ() verbs.CQ      { return q.scq }
+func (q *qp) RecvCQ() verbs.CQ      { return q.rcq }
+
+func (q *qp) check(verb string) error { return q.d.check(verb) }
+
+// RegisterMemory registers the whole arena for local write access.
+func (q *qp) RegisterMemory(a *verbs.Arena) (verbs.MR, error) {
+	if err := q.check("ibv_reg_mr"); err != nil {
+		return nil, err
+	}
+	b := a.Bytes()
+	if len(b) == 0 {
+		return nil, fmt.Errorf("ibv_reg_mr: empty arena: %w", unix.EINVAL)
+	}
+	q.mrMu.Lock()
+	defer q.mrMu.Unlock()
+	if int(q.ctx.nmr) >= C.RN_MAX_MR {
+		return nil, fmt.Errorf("ibv_reg_mr: a QP takes at most %d memory regions: %w", C.RN_MAX_MR, unix.ENOSPC)
+	}
+	var e C.int
+	m := C.rn_reg_mr(q.pd, C.uintptr_t(uintptr(unsafe.Pointer(&b[0]))), C.size_t(len(b)), &e)
+	if m == nil {
+		return nil, fmt.Errorf("ibv_reg_mr %d bytes: %w", len(b), unix.Errno(e))
+	}
+	ent := &q.ctx.mr[q.ctx.nmr]
+	ent.lkey = m.lkey
+	ent.addr = C.uint64_t(uintptr(unsafe.Pointer(&b[0])))
+	ent.len = C.uint64_t(len(b))
+	q.ctx.nmr++
+	r := &mr{q: q, mr: m, arena: a, lkey: uint32(m.lkey)}
+	q.mrs = append(q.mrs, r)
+	return r, nil
+}
+
+// mr is a registered arena. Close deregisters it before the ID does.
+type mr struct {
+	q     *qp
+	mr    *C.struct_rn_ibv_mr
+	arena *verbs.Arena
+	lkey  uint32
+}
+
+func (m *mr) LKey() uint32        { return m.lkey }
+func (m *mr) Arena() *verbs.Arena { return m.arena }
+
+// Close deregisters the region (ibv_dereg_mr); no receive or send may
+// still use it. The ID deregisters what is left on Close.
+func (m *mr) Close() error {
+	q := m.q
+	q.mrMu.Lock()
+	defer q.mrMu.Unlock()
+	if m.mr == nil {
+		return nil
+	}
+	for i, x := range q.mrs {
+		if x == m {
+			q.mrs = append(q.mrs[:i], q.mrs[i+1:]...)
+			break
+		}
+	}
+	n := int(q.ctx.nmr)
+	for i := 0; i < n; i++ {
+		if uint32(q.ctx.mr[i].lkey) == m.lkey {
+			q.ctx.mr[i] = q.ctx.mr[n-1]
+			q.ctx.nmr--
+			break
+		}
+	}
+	e := C.rn_dereg_mr(m.mr)
+	m.mr = nil
+	if e != 0 {
+		return fmt.Errorf("ibv_dereg_mr: %w", unix.Errno(e))
+	}
+	return nil
+}
+
+// CreateAH creates an address handle on the QP's PD. PortNum 0 means the
+// bound port.
+func (q *qp) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
+	if err := q.check("ibv_create_ah"); err != nil {
+		return nil, err
+	}
+	if attr.PortNum == 0 {
+		attr.PortNum = uint8(q.d.local.Port)
+	}
+	ca := ahAttrToC(attr)
+	var e C.int
+	p := C.rn_create_ah(q.pd, &ca, &e)
+	if p == nil {
+		return nil, fmt.Errorf("ibv_create_ah %s: %w", attr.DGID, unix.Errno(e))
+	}
+	a := &ah{q: q, ah: p, attr: attr}
+	q.ahMu.Lock()
+	q.ahs[a] = struct{}{}
+	q.ahMu.Unlock()
+	return a, nil
+}
+
+type ah struct {
+	q    *qp
+	ah   *C.struct_rn_ibv_ah
+	attr verbs.AHAttr
+}
+
+func (a *ah) Attr() verbs.AHAttr { return a.attr }
+
+func (a *ah) Close() error {
+	a.q.ahMu.Lock()
+	defer a.q.ahMu.Unlock()
+	if a.ah == nil {
+		return nil
+	}
+	delete(a.q.ahs, a)
+	return a.destroy()
+}
+
+func (a *ah) destroy() error {
+	if a.ah == nil {
+		return nil
+	}
+	e := C.rn_destroy_ah(a.ah)
+	a.ah = nil
+	if e != 0 {
+		return fmt.Errorf("ibv_destroy_ah: %w", unix.Errno(e))
+	}
+	return nil
+}
+
+// postErr wraps a post error: ENOMEM is a full work queue.
+func postErr(verb string, e C.int) error {
+	errno := unix.Errno(e)
+	if errno == unix.ENOMEM {
+		return fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrQueueFull)
+	}
+	if errno == unix.EINVAL {
+		return fmt.Errorf("%s: %w (SGE outside a registered arena or bad request)", verb, errno)
+	}
+	return fmt.Errorf("%s: %w", verb, errno)
+}
+
+// PostRecv posts receives, RN_BATCH per cgo crossing; verbs.RecvWR is
+// read by C in place.
+func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
+	if err := q.check("ibv_post_recv"); err != nil {
+		return 0, err
+	}
+	q.mrMu.RLock()
+	defer q.mrMu.RUnlock()
+	total := 0
+	for len(wrs) > 0 {
+		n := min(len(wrs), batch)
+		var posted C.int
+		e := C.rn_post_recv(q.ctx, C.int(n), (*C.struct_rn_recv_in)(unsafe.Pointer(&wrs[0])), &posted)
+		total += int(posted)
+		if e != 0 {
+			return total, postErr("ibv_post_recv", e)
+		}
+		wrs = wrs[n:]
+	}
+	return total, nil
+}
+
+// PostSend posts UD sends, RN_BATCH per cgo crossing. A payload longer
+// than the path MTU stops the batch there with ErrMessageSize; an inline
+// request longer than MaxInline is sent from the registered buffer.
+func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
+	if err := q.check("ibv_post_send"); err != nil {
+		return 0, err
+	}
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.mrMu.RLock()
+	defer q.mrMu.RUnlock()
+	total, k := 0, 0
+	flush := func() error {
+		if k == 0 {
+			return nil
+		}
+		var posted C.int
+		e := C.rn_post_send(q.ctx, C.int(k), &q.sendBuf[0], &posted)
+		total += int(posted)
+		k = 0
+		if e != 0 {
+			return postErr("ibv_post_send", e)
+		}
+		return nil
+	}
+	for i := range wrs {
+		w := &wrs[i]
+		var bad error
+		a, ok := w.AH.(*ah)
+		switch {
+		case int(w.SGE.Length) > q.mtu:
+			bad = fmt.Errorf("ibv_post_send: %d-byte payload over the %d-byte path MTU of %s: %w",
+				w.SGE.Length, q.mtu, q.d.local.Device, verbs.ErrMessageSize)
+		case !ok || a == nil:
+			bad = fmt.Errorf("ibv_post_send: send %d has no rdma-core AH: %w", i, unix.EINVAL)
+		case a.ah == nil:
+			bad = fmt.Errorf("ibv_post_send: send %d uses a destroyed AH: %w", i, verbs.ErrClosed)
+		}
+		if bad != nil {
+			if err := flush(); err != nil {
+				return total, err
+			}
+			return total, bad
+		}
+		flags := w.Flags
+		if flags&verbs.SendInline != 0 && int(w.SGE.Length) > q.inline {
+			flags &^= verbs.SendInline
+		}
+		s := &q.sendBuf[k]
+		s.wr_id = C.uint64_t(w.WRID)
+		s.ah = C.uint64_t(uintptr(unsafe.Pointer(a.ah)))
+		s.off = C.uint32_t(w.SGE.Offset)
+		s.len = C.uint32_t(w.SGE.Length)
+		s.lkey = C.uint32_t(w.SGE.LKey)
+		s.remote_qpn = C.uint32_t(w.RemoteQPN)
+		s.remote_qkey = C.uint32_t(w.RemoteQKey)
+		s.imm = C.uint32_t(w.Imm)
+		s.flags = C.uint32_t(flags)
+		k++
+		if k == batch {
+			if err := flush(); err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, flush()
+}
+
+// cq is a completion queue with its own completion channel.
+type cq struct {
+	d  *id
+	cq *C.struct_rn_ibv_cq
+	ch *C.struct_rn_ibv_comp_channel
+	fd int
+
+	evMu    sync.Mutex
+	got     uint64 // events read by GetEvents
+	acked   uint64 // events acked with ibv_ack_cq_events
+	pending uint32 // AckEvents not yet passed on
+}
+
+var (
+	_ verbs.CQ      = (*cq)(nil)
+	_ verbs.Channel = (*compChannel)(nil)
+)
+
+func newCQ(ctx *C.struct_rn_ibv_context, depth int, d *id) (*cq, error) {
+	var e C.int
+	c := &cq{d: d}
+	if c.ch = C.rn_create_comp_channel(ctx, &e); c.ch == nil {
+		return nil, fmt.Errorf("ibv_create_comp_channel: %w", unix.Errno(e))
+	}
+	c.fd = int(c.ch.fd)
+	if err := unix.SetNonblock(c.fd, true); err != nil {
+		C.rn_destroy_comp_channel(c.ch)
+		return nil, fmt.Errorf("rdmacore: set completion channel non-blocking: %w", err)
+	}
+	if c.cq = C.rn_create_cq(ctx, C.int(depth), c.ch, &e); c.cq == nil {
+		C.rn_destroy_comp_channel(c.ch)
+		return nil, fmt.Errorf("ibv_create_cq %d entries: %w", depth, unix.Errno(e))
+	}
+	return c, nil
+}
+
+func (c *cq) destroy() error {
+	var errs []error
+	if c.cq != nil {
+		c.evMu.Lock()
+		if n := c.got - c.acked; n > 0 {
+			C.rn_ack_cq_events(c.cq, C.uint(n))
+			c.acked = c.got
+		}
+		c.pending = 0
+		c.evMu.Unlock()
+		if e := C.rn_destroy_cq(c.cq); e != 0 {
+			errs = append(errs, fmt.Errorf("ibv_destroy_cq: %w", unix.Errno(e)))
+		}
+		c.cq = nil
+	}
+	if c.ch != nil {
+		if e := C.rn_destroy_comp_channel(c.ch); e != 0 {
+			errs = append(errs, fmt.Errorf("ibv_destroy_comp_channel: %w", unix.Errno(e)))
+		}
+		c.ch = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Poll writes completions straight into wcs (verbs.WC has the C layout).
+func (c *cq) Poll(wcs []verbs.WC) (int, error) {
+	if err := c.d.check("ibv_poll_cq"); err != nil {
+		return 0, err
+	}
+	if len(wcs) == 0 {
+		return 0, nil
+	}
+	n := C.rn_poll(c.cq, C.int(len(wcs)), (*C.struct_rn_wc_out)(unsafe.Pointer(&wcs[0])))
+	if n < 0 {
+		return 0, fmt.Errorf("ibv_poll_cq: %w", unix.Errno(-n))
+	}
+	return int(n), nil
+}
+
+func (c *cq) ReqNotify() error {
+	if err := c.d.check("ibv_req_notify_cq"); err != nil {
+		return err
+	}
+	if e := C.rn_req_notify(c.cq); e != 0 {
+		return fmt.Errorf("ibv_req_notify_cq: %w", unix.Errno(e))
+	}
+	return nil
+}
+
+func (c *cq) Channel() verbs.Channel { return (*compChannel)(c) }
+
+// compChannel is the CQ's completion channel.
+type compChannel cq
+
+// Fd is the channel's non-blocking fd, owned by the channel (closed by
+// ibv_destroy_comp_channel): dup it for a poller.
+func (ch *compChannel) Fd() int { return ch.fd }
+
+// GetEvents drains the channel: ibv_get_cq_event until EAGAIN.
+func (ch *compChannel) GetEvents() (int, error) {
+	c := (*cq)(ch)
+	if err := c.d.check("ibv_get_cq_event"); err != nil {
+		return 0, err
+	}
+	var n C.int
+	e := C.rn_get_cq_events(c.ch, &n)
+	c.evMu.Lock()
+	c.got += uint64(n)
+	c.evMu.Unlock()
+	if e != 0 {
+		return int(n), fmt.Errorf("ibv_get_cq_event: %w", unix.Errno(e))
+	}
+	return int(n), nil
+}
+
+// AckEvents acknowledges n events; they are passed to ibv_ack_cq_events
+// in batches, and whatever is left when the ID closes is acked then.
+func (ch *compChannel) AckEvents(n int) {
+	c := (*cq)(ch)
+	if n <= 0 {
+		return
+	}
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	if c.cq == nil {
+		return
+	}
+	c.pending += uint32(n)
+	if c.pending >= ackBatch {
+		C.rn_ack_cq_events(c.cq, C.uint(c.pending))
+		c.acked += uint64(c.pending)
+		c.pending = 0
+	}
+}
