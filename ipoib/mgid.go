@@ -253,13 +253,13 @@ type Mapping uint8
 
 // Mappings.
 const (
-	MapIPoIB       Mapping = iota + 1 // IPoIB, RFC 4391 (ip_ib_mc_map)
-	MapRDMACM                         // rdma_cm RDMA_PS_UDP on InfiniBand
-	MapRDMACMSA                       // rdma_cm, SA-assigned MGID used verbatim
-	MapRoCEv2                         // rdma_cm on RoCE v2
-	MapRoCEv1                         // rdma_cm on RoCE v1
-	MapRoCEIPv6                       // rdma_cm on RoCE, IPv6 group verbatim
-	MapBroadcast                      // the IPoIB broadcast group
+	MapIPoIB     Mapping = iota + 1 // IPoIB, RFC 4391 (ip_ib_mc_map)
+	MapRDMACM                       // rdma_cm RDMA_PS_UDP on InfiniBand
+	MapRDMACMSA                     // rdma_cm, SA-assigned MGID used verbatim
+	MapRoCEv2                       // rdma_cm on RoCE v2
+	MapRoCEv1                       // rdma_cm on RoCE v1
+	MapRoCEIPv6                     // rdma_cm on RoCE, IPv6 group verbatim
+	MapBroadcast                    // the IPoIB broadcast group
 )
 
 func (m Mapping) String() string {
@@ -304,7 +304,9 @@ type Origin struct {
 func (m MGID) Origins() []Origin {
 	var out []Origin
 	a := netip.AddrFrom16(m)
-	if m[0] == 0xff && m[1]&0xf0 == 0x10 {
+	// IPoIB and rdma_cm always put a full-member, non-zero P_Key in.
+	pkeyOK := m.PKey()&FullMember != 0 && m.PKey()&^FullMember != 0
+	if m[0] == 0xff && m[1]&0xf0 == 0x10 && (pkeyOK || m.Signature() == SignatureSA) {
 		ib := Origin{PKey: m.PKey(), Scope: m.Scope()}
 		zero6to11 := m[6]|m[7]|m[8]|m[9]|m[10]|m[11] == 0
 		switch m.Signature() {
