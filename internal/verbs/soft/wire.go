@@ -197,3 +197,55 @@ func Decode(dgram []byte, h *Header) ([]byte, DropReason) {
 	}
 	return dgram[off : off+h.payloadLen(len(dgram))], Accepted
 }
+
+// Filter is what a receiving QP accepts: datagrams for its QPN, or for
+// the multicast QPN sent to one of its groups, with its Q_Key.
+type Filter struct {
+	QPN    uint32
+	QKey   uint32
+	Groups [][4]byte // IPv4 groups joined as a full member
+}
+
+// CheckIPv4 validates a whole IPv4 packet (header without options, UDP,
+// RoCEv2 datagram) as a QP with filter f would, seeing the whole IP
+// header, so the ICRC is verified plainly. It returns the payload, or nil
+// and why the packet is dropped.
+func CheckIPv4(pkt []byte, f *Filter, h *Header) ([]byte, DropReason) {
+	if len(pkt) < ipv4HdrSize+udpHdrSize || pkt[0] != 0x45 || pkt[9] != 17 {
+		return nil, DropTruncated
+	}
+	ipLen := int(binary.BigEndian.Uint16(pkt[2:]))
+	udpLen := int(binary.BigEndian.Uint16(pkt[ipv4HdrSize+4:]))
+	if ipLen != len(pkt) || udpLen != len(pkt)-ipv4HdrSize {
+		return nil, DropTruncated
+	}
+	if binary.BigEndian.Uint16(pkt[ipv4HdrSize+2:]) != UDPPort {
+		return nil, DropNotForUs
+	}
+	dgram := pkt[ipv4HdrSize+udpHdrSize:]
+	payload, r := Decode(dgram, h)
+	if r != Accepted {
+		return nil, r
+	}
+	dst := [4]byte(pkt[16:20])
+	switch {
+	case h.DestQPN == f.QPN:
+	case h.DestQPN == 0xFFFFFF && dst[0]&0xF0 == 0xE0:
+		joined := false
+		for _, g := range f.Groups {
+			joined = joined || g == dst
+		}
+		if !joined {
+			return nil, DropNotForUs
+		}
+	default:
+		return nil, DropNotForUs
+	}
+	if h.QKey != f.QKey {
+		return nil, DropBadQKey
+	}
+	if !VerifyICRC(pkt) {
+		return nil, DropBadICRC
+	}
+	return payload, Accepted
+}

@@ -1,0 +1,182 @@
+package soft
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// refCRC32LE is the kernel's crc32_le: reflected CRC-32, polynomial
+// 0xEDB88320, bit at a time, no pre- or post-inversion.
+func refCRC32LE(crc uint32, p []byte) uint32 {
+	for _, b := range p {
+		crc ^= uint32(b)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0xEDB88320
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return crc
+}
+
+// refICRCv4 is rxe_icrc_hdr + rxe_icrc_check, transcribed: a masked copy of
+// the IPv4 and UDP headers and BTH, crc32_le from seed 0xdebb20e3, the
+// rest of the packet, complemented.
+func refICRCv4(pkt []byte) uint32 {
+	ps := make([]byte, 20+8+12)
+	copy(ps, pkt[:40])
+	ps[1] = 0xFF                // tos
+	ps[8] = 0xFF                // ttl
+	ps[10], ps[11] = 0xFF, 0xFF // check = CSUM_MANGLED_0
+	ps[26], ps[27] = 0xFF, 0xFF // udp check
+	ps[28+4] = 0xFF             // bth->qpn |= ~BTH_QPN_MASK
+	crc := refCRC32LE(0xdebb20e3, ps)
+	crc = refCRC32LE(crc, pkt[40:len(pkt)-4])
+	return ^crc
+}
+
+// ipv4Packet wraps a datagram (with ICRC field) in IPv4 and UDP headers.
+func ipv4Packet(dgram []byte, src, dst [4]byte, id uint16, df bool, sport uint16) []byte {
+	pkt := make([]byte, 28+len(dgram))
+	pkt[0] = 0x45
+	pkt[1] = 0x02 // ECN bits: masked anyway
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	binary.BigEndian.PutUint16(pkt[4:], id)
+	if df {
+		pkt[6] = 0x40
+	}
+	pkt[8] = 64
+	pkt[9] = 17
+	copy(pkt[12:], src[:])
+	copy(pkt[16:], dst[:])
+	binary.BigEndian.PutUint16(pkt[10:], ipv4Checksum(pkt[:20]))
+	binary.BigEndian.PutUint16(pkt[20:], sport)
+	binary.BigEndian.PutUint16(pkt[22:], UDPPort)
+	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(dgram)))
+	binary.BigEndian.PutUint16(pkt[26:], 0x1234) // any UDP checksum: masked
+	copy(pkt[28:], dgram)
+	return pkt
+}
+
+func sealICRC(t testing.TB, pkt []byte) {
+	crc, err := ICRC(pkt)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint32(pkt[len(pkt)-4:], crc)
+}
+
+func TestICRCMatchesKernelAlgorithm(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, plen := range []int{0, 1, 3, 64, 1024, 4096} {
+		payload := make([]byte, plen)
+		for i := range payload {
+			payload[i] = byte(rng.Uint32())
+		}
+		h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: 17, QKey: 0x01234567, SrcQPN: 0x345678}
+		if plen%2 == 1 {
+			h.Opcode, h.Imm = OpUDSendOnlyImm, 0xCAFEF00D
+		}
+		pkt := ipv4Packet(datagram(h, payload), [4]byte{10, 0, 0, 1}, [4]byte{239, 1, 2, 3}, uint16(rng.Uint32()), true, 0xC123)
+		got, err := ICRC(pkt)
+		require.NoError(t, err)
+		assert.Equal(t, refICRCv4(pkt), got, "payload %d", plen)
+		// And the masked fields really are masked.
+		pkt2 := append([]byte(nil), pkt...)
+		pkt2[1], pkt2[8], pkt2[10], pkt2[26], pkt2[28+4] = 0xB8, 1, 0x55, 0x66, 0x77
+		got2, _ := ICRC(pkt2)
+		assert.Equal(t, got, got2, "masked fields changed the ICRC")
+		pkt2[4] ^= 1 // the IP ID is covered
+		got3, _ := ICRC(pkt2)
+		assert.NotEqual(t, got, got3)
+		sealICRC(t, pkt)
+		assert.True(t, VerifyICRC(pkt))
+	}
+}
+
+func TestICRCIPv6Masks(t *testing.T) {
+	t.Parallel()
+	dg := datagram(Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 3, QKey: 1, SrcQPN: 2}, []byte("v6 payload"))
+	pkt := make([]byte, 48+len(dg))
+	pkt[0] = 0x60
+	binary.BigEndian.PutUint16(pkt[4:], uint16(8+len(dg)))
+	pkt[6], pkt[7] = 17, 64
+	pkt[8], pkt[24] = 0xfe, 0xff
+	binary.BigEndian.PutUint16(pkt[42:], UDPPort)
+	copy(pkt[48:], dg)
+	a, err := ICRC(pkt)
+	require.NoError(t, err)
+	pkt[0], pkt[1], pkt[3], pkt[7] = 0x6A, 0xBC, 0x12, 1 // traffic class, flow label, hop limit
+	b, err := ICRC(pkt)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	pkt[9] ^= 1 // source address is covered
+	c, _ := ICRC(pkt)
+	assert.NotEqual(t, a, c)
+	_, err = ICRC([]byte{0x50, 1, 2})
+	assert.Error(t, err)
+}
+
+func TestSolveIPv4IDRecoversIDAndDF(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	src, dst := [4]byte{127, 1, 2, 3}, [4]byte{239, 9, 8, 7}
+	for i := range 300 {
+		plen := rng.IntN(1100)
+		payload := make([]byte, plen)
+		for j := range payload {
+			payload[j] = byte(rng.Uint32())
+		}
+		h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: uint32(i), QKey: 0x01234567, SrcQPN: 0x10203}
+		id, df := uint16(rng.Uint32()), rng.IntN(2) == 1
+		sport := uint16(0xC000 | rng.IntN(1<<14))
+		pkt := ipv4Packet(datagram(h, payload), src, dst, id, df, sport)
+		sealICRC(t, pkt)
+
+		gotID, gotDF, ok := SolveIPv4ID(pkt[28:], src, dst, sport, UDPPort)
+		require.True(t, ok, "valid packet %d rejected", i)
+		require.Equal(t, id, gotID)
+		require.Equal(t, df, gotDF)
+
+		// Any corruption of what the receiver sees must be rejected
+		// (up to the documented 2^-15 false-accept rate; fixed seed).
+		bad := append([]byte(nil), pkt[28:]...)
+		bad[rng.IntN(len(bad))] ^= byte(1 << rng.IntN(8))
+		_, _, ok = SolveIPv4ID(bad, src, dst, sport, UDPPort)
+		assert.False(t, ok, "corrupted packet %d accepted", i)
+		_, _, ok = SolveIPv4ID(pkt[28:], src, [4]byte{239, 9, 8, 6}, sport, UDPPort)
+		assert.False(t, ok, "packet %d accepted for the wrong destination", i)
+	}
+}
+
+func TestSolveTabColumnsIndependent(t *testing.T) {
+	t.Parallel()
+	for _, udpLen := range []int{32, 33, 100, 1060, 4135, 65507} {
+		tab := newSolveTab(udpLen)
+		rank := 0
+		for _, v := range tab.v {
+			if v != 0 {
+				rank++
+			}
+		}
+		assert.Equal(t, 17, rank, "UDP length %d", udpLen)
+	}
+}
+
+func BenchmarkSolveIPv4ID(b *testing.B) {
+	h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, QKey: 1, SrcQPN: 2}
+	pkt := ipv4Packet(datagram(h, make([]byte, 1024)), [4]byte{127, 0, 0, 2}, [4]byte{239, 0, 0, 1}, 0x1234, true, 4791)
+	sealICRC(b, pkt)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pkt)))
+	for b.Loop() {
+		if _, _, ok := SolveIPv4ID(pkt[28:], [4]byte{127, 0, 0, 2}, [4]byte{239, 0, 0, 1}, 4791, UDPPort); !ok {
+			b.Fatal("rejected")
+		}
+	}
+}
