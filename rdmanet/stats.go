@@ -1,6 +1,10 @@
 package rdmanet
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
 
 // Stats counts what a Conn did. Counters only grow.
 type Stats struct {
@@ -45,18 +49,12 @@ func (c *Conn) Stats() Stats {
 	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
 		s.Dropped["wc-error"] = n
 	}
-	if dc, ok := c.qp.(dropCounter); ok {
-		for k, v := range dc.Drops() {
+	if dc, ok := c.qp.(verbs.DropCounter); ok {
+		for k, v := range dc.DropCounts() {
 			if v > 0 {
 				s.Dropped[k] += v
 			}
 		}
 	}
 	return s
-}
-
-// dropCounter is implemented by QPs that count packets dropped before a
-// completion (the software backend's bad packets and overflows).
-type dropCounter interface {
-	Drops() map[string]uint64
 }

@@ -1,0 +1,366 @@
+// Benchmarks of rdmanet beside what a Go program would otherwise use for
+// multicast: net.UDPConn, and golang.org/x/net/ipv4's batch I/O. Each
+// baseline runs in the same process, on the same loopback interface, in
+// the same run. Run:
+//
+//	go test -run '^$' -bench . -benchtime 2s -count 5 . | tee bench.txt
+//	benchstat bench.txt
+//
+// Throughput: one sender floods, one receiver reads; msgs/s is what the
+// receiver got per second, drops what it missed. Ping-pong: A sends to
+// group 1, B answers on group 2; p50/p99 are half round trips.
+package bench_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+	"golang.org/x/net/ipv4"
+)
+
+var sizes = []struct {
+	name string
+	n    int
+}{{"64B", 64}, {"1KiB", 1024}}
+
+var groupN atomic.Uint32
+
+func nextGroup() *net.UDPAddr {
+	n := groupN.Add(1) + uint32(os.Getpid()%100)*200
+	return &net.UDPAddr{IP: net.IPv4(239, 88, byte(n>>8), byte(n)), Port: 30000 + int(n%20000)}
+}
+
+// endpoint is one side of a benchmark: a receiver and a sender on a group.
+type endpoint interface {
+	send(b []byte) error
+	sendBatch(bs [][]byte) error
+	recv(b []byte) (int, error)
+	recvBatch(bufs [][]byte) (int, error)
+	close()
+}
+
+// ---- rdmanet ----
+
+type rdmaEP struct {
+	c     *rdmanet.Conn
+	group *net.UDPAddr
+	ga    rdmanet.Addr
+	out   []rdmanet.Message
+	in    []rdmanet.Message
+}
+
+func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duration) *rdmaEP {
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: sendOnly, DisableLoopback: true,
+		RecvDepth: 2048, SendDepth: 256, Spin: spin}
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ga, err := c.GroupAddr(group)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &rdmaEP{c: c, group: group, ga: ga, out: make([]rdmanet.Message, 64), in: make([]rdmanet.Message, 64)}
+}
+
+func (e *rdmaEP) send(b []byte) error { _, err := e.c.WriteTo(b, e.group); return err }
+func (e *rdmaEP) sendBatch(bs [][]byte) error {
+	ms := e.out[:len(bs)]
+	for i, b := range bs {
+		ms[i].Buffer, ms[i].Addr = b, e.ga
+	}
+	_, err := e.c.WriteBatch(ms)
+	return err
+}
+func (e *rdmaEP) recv(b []byte) (int, error) { n, _, err := e.c.ReadFromAddr(b); return n, err }
+func (e *rdmaEP) recvBatch(bufs [][]byte) (int, error) {
+	ms := e.in[:len(bufs)]
+	for i, b := range bufs {
+		ms[i].Buffer = b
+	}
+	return e.c.ReadBatch(ms)
+}
+func (e *rdmaEP) close() { e.c.Close() }
+
+// ---- net.UDPConn and x/net/ipv4 ----
+
+type udpEP struct {
+	rx    *net.UDPConn
+	tx    *net.UDPConn
+	rxp   *ipv4.PacketConn
+	txp   *ipv4.PacketConn
+	group *net.UDPAddr
+	out   []ipv4.Message
+	in    []ipv4.Message
+}
+
+func loopback(tb testing.TB) *net.Interface {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return lo
+}
+
+func newUDP(tb testing.TB, group *net.UDPAddr, rxBuf int) *udpEP {
+	lo := loopback(tb)
+	rx, err := net.ListenMulticastUDP("udp4", lo, group)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if rxBuf > 0 {
+		rx.SetReadBuffer(rxBuf)
+	}
+	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	txp := ipv4.NewPacketConn(tx)
+	if err := txp.SetMulticastInterface(lo); err != nil {
+		tb.Fatal(err)
+	}
+	txp.SetMulticastLoopback(true)
+	e := &udpEP{rx: rx, tx: tx, rxp: ipv4.NewPacketConn(rx), txp: txp, group: group,
+		out: make([]ipv4.Message, 64), in: make([]ipv4.Message, 64)}
+	for i := range e.out {
+		e.out[i].Buffers = make([][]byte, 1)
+		e.out[i].Addr = group
+		e.in[i].Buffers = make([][]byte, 1)
+	}
+	return e
+}
+
+func (e *udpEP) send(b []byte) error        { _, err := e.tx.WriteToUDP(b, e.group); return err }
+func (e *udpEP) recv(b []byte) (int, error) { n, _, err := e.rx.ReadFromUDP(b); return n, err }
+func (e *udpEP) sendBatch(bs [][]byte) error {
+	ms := e.out[:len(bs)]
+	for i, b := range bs {
+		ms[i].Buffers[0] = b
+	}
+	for len(ms) > 0 {
+		n, err := e.txp.WriteBatch(ms, 0)
+		if err != nil {
+			return err
+		}
+		ms = ms[n:]
+	}
+	return nil
+}
+func (e *udpEP) recvBatch(bufs [][]byte) (int, error) {
+	ms := e.in[:len(bufs)]
+	for i, b := range bufs {
+		ms[i].Buffers[0] = b
+	}
+	return e.rxp.ReadBatch(ms, 0)
+}
+func (e *udpEP) close() { e.rx.Close(); e.tx.Close() }
+
+// ---- throughput ----
+
+// throughput floods from tx and times b.N receives on rx.
+func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
+	payload := make([]byte, size)
+	var sent atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bs := make([][]byte, 32)
+		for i := range bs {
+			bs[i] = payload
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if batch {
+				if tx.sendBatch(bs) != nil {
+					return
+				}
+				sent.Add(uint64(len(bs)))
+			} else {
+				for i := 0; i < 32; i++ {
+					if tx.send(payload) != nil {
+						return
+					}
+				}
+				sent.Add(32)
+			}
+		}
+	}()
+	bufs := make([][]byte, 32)
+	for i := range bufs {
+		bufs[i] = make([]byte, 4096)
+	}
+	// Warm up: the flow is running before the clock starts.
+	if _, err := rx.recv(bufs[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	s0 := sent.Load()
+	got := 0
+	for got < b.N {
+		if batch {
+			n, err := rx.recvBatch(bufs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += n
+		} else {
+			if _, err := rx.recv(bufs[0]); err != nil {
+				b.Fatal(err)
+			}
+			got++
+		}
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	s1 := sent.Load()
+	close(stop)
+	tx.close()
+	rx.close()
+	wg.Wait()
+	b.ReportMetric(float64(got)/el.Seconds(), "msgs/s")
+	if s1 > s0 && s1-s0 > uint64(got) {
+		b.ReportMetric(float64(s1-s0-uint64(got))/float64(s1-s0)*100, "drop%")
+	} else {
+		b.ReportMetric(0, "drop%")
+	}
+}
+
+func BenchmarkThroughput(b *testing.B) {
+	for _, sz := range sizes {
+		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
+			g := nextGroup()
+			rx := newRDMA(b, g, false, 0)
+			tx := newRDMA(b, g, true, 0)
+			throughput(b, tx, rx, sz.n, false)
+		})
+		b.Run("rdmanet-batch/"+sz.name, func(b *testing.B) {
+			g := nextGroup()
+			rx := newRDMA(b, g, false, 0)
+			tx := newRDMA(b, g, true, 0)
+			throughput(b, tx, rx, sz.n, true)
+		})
+		b.Run("udp/"+sz.name, func(b *testing.B) {
+			e := newUDP(b, nextGroup(), 0)
+			throughput(b, e, e, sz.n, false)
+		})
+		b.Run("ipv4-batch/"+sz.name, func(b *testing.B) {
+			e := newUDP(b, nextGroup(), 0)
+			throughput(b, e, e, sz.n, true)
+		})
+	}
+}
+
+// ---- ping-pong latency ----
+
+func pingpong(b *testing.B, aTx, aRx, bTx, bRx endpoint, size int) {
+	payload := make([]byte, size)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := bRx.recv(buf)
+			if err != nil {
+				return
+			}
+			if bTx.send(buf[:n]) != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 4096)
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := aTx.send(payload); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := aRx.recv(buf); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0)/2)
+	}
+	b.StopTimer()
+	for _, e := range []endpoint{aTx, aRx, bTx, bRx} {
+		e.close()
+	}
+	<-done
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+func BenchmarkPingPong(b *testing.B) {
+	for _, sz := range sizes {
+		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
+			g1, g2 := nextGroup(), nextGroup()
+			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 0), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 0), sz.n)
+		})
+		b.Run("rdmanet-spin20us/"+sz.name, func(b *testing.B) {
+			g1, g2 := nextGroup(), nextGroup()
+			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 20*time.Microsecond), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 20*time.Microsecond), sz.n)
+		})
+		b.Run("udp/"+sz.name, func(b *testing.B) {
+			g1, g2 := nextGroup(), nextGroup()
+			a, c := newUDP(b, g1, 0), newUDP(b, g2, 0)
+			// a.tx sends to g1 where c.rx listens; c.tx answers to g2 where a.rx listens.
+			pingpong(b, a, swapRx{a, c}, c, swapRx{c, a}, sz.n)
+		})
+	}
+}
+
+// swapRx reads from another endpoint's receiver: the UDP endpoints pair a
+// receiver on one group with a sender to the same group.
+type swapRx struct{ self, other *udpEP }
+
+func (s swapRx) send(b []byte) error                  { return s.self.send(b) }
+func (s swapRx) sendBatch(bs [][]byte) error          { return s.self.sendBatch(bs) }
+func (s swapRx) recv(b []byte) (int, error)           { return s.other.recv(b) }
+func (s swapRx) recvBatch(bufs [][]byte) (int, error) { return s.other.recvBatch(bufs) }
+func (s swapRx) close()                               {}
+
+// ---- single-call costs ----
+
+func BenchmarkWriteTo(b *testing.B) {
+	for _, sz := range sizes {
+		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
+			e := newRDMA(b, nextGroup(), true, 0)
+			defer e.close()
+			p := make([]byte, sz.n)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := e.send(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("udp/"+sz.name, func(b *testing.B) {
+			e := newUDP(b, nextGroup(), 0)
+			defer e.close()
+			p := make([]byte, sz.n)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := e.send(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

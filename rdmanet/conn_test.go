@@ -1,0 +1,467 @@
+package rdmanet_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadFromBlocksUntilData(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 100)
+		n, _, err := rx.ReadFrom(buf)
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(buf[:n])
+	}()
+	select {
+	case s := <-got:
+		t.Fatalf("ReadFrom returned %q before anything was sent", s)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_, err := tx.WriteTo([]byte("ping"), g)
+	require.NoError(t, err)
+	select {
+	case s := <-got:
+		require.Equal(t, "ping", s)
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFrom did not return after a write")
+	}
+}
+
+func TestSenderAddress(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	_, err := tx.WriteTo([]byte("who"), g)
+	require.NoError(t, err)
+	b, from := mustRead(t, rx)
+	require.Equal(t, "who", string(b))
+	self := tx.LocalAddr().(*rdmanet.Addr)
+	require.Equal(t, *self, *from, "sender address: got %v, want %v", from, self)
+	require.NotNil(t, from.IP(), "a RoCE GID carries an IP")
+	require.Equal(t, "rdma", from.Network())
+	parsed, err := rdmanet.ParseAddr(from.String())
+	require.NoError(t, err)
+	require.Equal(t, *from, parsed)
+}
+
+func TestPastDeadlineReturnsAtOnce(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	tx := listen(t, g)
+	// Data is waiting, yet a past deadline wins, as with net.UDPConn.
+	_, err := tx.WriteTo([]byte("x"), g)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(-time.Second)))
+	start := time.Now()
+	_, _, err = c.ReadFrom(make([]byte, 10))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.True(t, isTimeout(err), "Timeout() must be true for %v", err)
+	var op *net.OpError
+	require.ErrorAs(t, err, &op)
+	require.Less(t, time.Since(start), 500*time.Millisecond)
+}
+
+func TestMovingDeadlineWhileBlocked(t *testing.T) {
+	t.Parallel()
+	c := listen(t, newGroup())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.ReadFrom(make([]byte, 10))
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(5 * time.Second):
+		t.Fatal("moving the deadline did not unblock ReadFrom")
+	}
+	// Extending it again lets reads block again.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Hour)))
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+}
+
+func TestCloseUnblocksAndLaterCallsFail(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	const readers = 4
+	errc := make(chan error, readers)
+	for i := 0; i < readers; i++ {
+		go func() {
+			_, _, err := c.ReadFrom(make([]byte, 10))
+			errc <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, c.Close())
+	for i := 0; i < readers; i++ {
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, net.ErrClosed)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not unblock ReadFrom")
+		}
+	}
+	require.NoError(t, c.Close(), "Close is idempotent")
+	_, _, err := c.ReadFrom(make([]byte, 10))
+	require.ErrorIs(t, err, net.ErrClosed)
+	_, err = c.WriteTo([]byte("x"), g)
+	require.ErrorIs(t, err, net.ErrClosed)
+	_, _, err = c.ReadFromAddr(make([]byte, 10))
+	require.ErrorIs(t, err, net.ErrClosed)
+	_, err = c.ReadBatch(make([]rdmanet.Message, 1))
+	require.ErrorIs(t, err, net.ErrClosed)
+	_, err = c.WriteBatch([]rdmanet.Message{{Buffer: []byte("x")}})
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.ErrorIs(t, c.SetDeadline(time.Now()), net.ErrClosed)
+	require.ErrorIs(t, c.SetReadDeadline(time.Now()), net.ErrClosed)
+	require.ErrorIs(t, c.SetWriteDeadline(time.Now()), net.ErrClosed)
+	require.ErrorIs(t, c.JoinGroup(nil, newGroup()), net.ErrClosed)
+	require.ErrorIs(t, c.LeaveGroup(nil, g), net.ErrClosed)
+	require.ErrorIs(t, c.SetMulticastLoopback(false), net.ErrClosed)
+}
+
+func TestConcurrentReadersWritersExactlyOnce(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = 4096 })
+	tx := listen(t, g)
+	const writers, perWriter, readers = 4, 200, 4
+	total := writers * perWriter
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var rwg sync.WaitGroup
+	for i := 0; i < readers; i++ {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			buf := make([]byte, 64)
+			for {
+				n, _, err := rx.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				seen[string(buf[:n])]++
+				mu.Unlock()
+			}
+		}()
+	}
+	var wwg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wwg.Add(1)
+		go func(w int) {
+			defer wwg.Done()
+			for i := 0; i < perWriter; i++ {
+				if _, err := tx.WriteTo([]byte(fmt.Sprintf("w%d-%d", w, i)), g); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%32 == 31 {
+					time.Sleep(time.Millisecond) // stay inside the receive ring
+				}
+			}
+		}(w)
+	}
+	wwg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n == total {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a duplicate would show up now
+	rx.Close()
+	rwg.Wait()
+	require.Len(t, seen, total, "distinct messages received")
+	for k, v := range seen {
+		require.Equal(t, 1, v, "message %q received %d times", k, v)
+	}
+	st := rx.Stats()
+	require.Equal(t, uint64(total), st.Received)
+}
+
+func TestTwoConnsOnOneGroupBothReceive(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	a := listen(t, g)
+	b := listen(t, g)
+	other := listen(t, newGroup())
+	tx := listen(t, nil)
+	require.NoError(t, tx.JoinGroup(nil, g))
+	for i := 0; i < 20; i++ {
+		_, err := tx.WriteTo([]byte(fmt.Sprint("m", i)), g)
+		require.NoError(t, err)
+	}
+	for _, c := range []*rdmanet.Conn{a, b} {
+		for i := 0; i < 20; i++ {
+			got, _ := mustRead(t, c)
+			require.Equal(t, fmt.Sprint("m", i), string(got))
+		}
+	}
+	expectNothing(t, other, 100*time.Millisecond)
+}
+
+func TestLeaveGroupStopsDelivery(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	_, err := tx.WriteTo([]byte("before"), g)
+	require.NoError(t, err)
+	b, _ := mustRead(t, rx)
+	require.Equal(t, "before", string(b))
+	require.NoError(t, rx.LeaveGroup(nil, g))
+	require.Error(t, rx.LeaveGroup(nil, g), "leaving twice")
+	_, err = tx.WriteTo([]byte("after"), g)
+	require.NoError(t, err)
+	expectNothing(t, rx, 150*time.Millisecond)
+	// Writes to a group the conn left fail clearly.
+	_, err = rx.WriteTo([]byte("x"), g)
+	require.ErrorContains(t, err, "not joined")
+}
+
+func TestSeveralGroupsOnOneConn(t *testing.T) {
+	t.Parallel()
+	g1, g2 := newGroup(), newGroup()
+	rx := listen(t, g1)
+	require.NoError(t, rx.JoinGroup(nil, g2))
+	require.Error(t, rx.JoinGroup(nil, g2), "joining twice")
+	require.Len(t, rx.Groups(), 2)
+	tx := listen(t, g1)
+	require.NoError(t, tx.JoinGroup(nil, g2))
+	_, err := tx.WriteTo([]byte("one"), g1)
+	require.NoError(t, err)
+	_, err = tx.WriteTo([]byte("two"), g2)
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		b, _ := mustRead(t, rx)
+		got[string(b)] = true
+	}
+	require.Equal(t, map[string]bool{"one": true, "two": true}, got)
+}
+
+func TestLoopbackOff(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	self := listen(t, g)
+	peer := listen(t, g)
+	_, err := self.WriteTo([]byte("echo"), g)
+	require.NoError(t, err)
+	b, _ := mustRead(t, self)
+	require.Equal(t, "echo", string(b), "loopback is on by default")
+	mustRead(t, peer)
+
+	require.NoError(t, self.SetMulticastLoopback(false))
+	require.False(t, self.MulticastLoopback())
+	_, err = self.WriteTo([]byte("quiet"), g)
+	require.NoError(t, err)
+	expectNothing(t, self, 150*time.Millisecond)
+	b, _ = mustRead(t, peer)
+	require.Equal(t, "quiet", string(b), "other conns still receive")
+
+	off := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.DisableLoopback = true })
+	_, err = off.WriteTo([]byte("cfg"), g)
+	require.NoError(t, err)
+	expectNothing(t, off, 150*time.Millisecond)
+}
+
+func TestOversizedWriteFails(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	mtu := c.MTU()
+	require.Greater(t, mtu, 0)
+	_, err := c.WriteTo(make([]byte, mtu+1), g)
+	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	require.ErrorContains(t, err, "MTU")
+	var op *net.OpError
+	require.ErrorAs(t, err, &op)
+	require.Equal(t, "write", op.Op)
+	require.Zero(t, c.Stats().Sent, "nothing may be sent")
+	expectNothing(t, c, 100*time.Millisecond)
+	// Exactly MTU bytes go through.
+	n, err := c.WriteTo(bytes.Repeat([]byte{7}, mtu), g)
+	require.NoError(t, err)
+	require.Equal(t, mtu, n)
+	b, _ := mustRead(t, c)
+	require.Len(t, b, mtu)
+}
+
+func TestShortBufferTruncates(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	_, err := c.WriteTo([]byte("0123456789"), g)
+	require.NoError(t, err)
+	buf := make([]byte, 4)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _, err := c.ReadFrom(buf)
+	require.NoError(t, err, "truncation is not an error, as with UDP")
+	require.Equal(t, 4, n)
+	require.Equal(t, "0123", string(buf))
+	require.Equal(t, uint64(1), c.Stats().Truncated)
+}
+
+func TestZeroLengthMessage(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	n, err := c.WriteTo(nil, g)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	b, from := mustRead(t, c)
+	require.Empty(t, b)
+	require.Equal(t, c.LocalAddr().(*rdmanet.Addr).QPN, from.QPN)
+}
+
+func TestBadAddresses(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	cases := []struct {
+		name string
+		addr net.Addr
+		want string
+	}{
+		{"nil", nil, "nil address"},
+		{"nil UDPAddr", (*net.UDPAddr)(nil), "nil address"},
+		{"nil Addr", (*rdmanet.Addr)(nil), "nil address"},
+		{"unicast UDP", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, "not a multicast group"},
+		{"TCP", &net.TCPAddr{IP: net.IPv4(239, 1, 1, 1)}, "want the group's"},
+		{"unix", &net.UnixAddr{Name: "/tmp/x", Net: "unixgram"}, "want the group's"},
+		{"unjoined group", &net.UDPAddr{IP: net.IPv4(239, 9, 9, 9)}, "not joined"},
+		{"zero Addr", &rdmanet.Addr{}, "not a unicast UD address"},
+		{"QPN too big", &rdmanet.Addr{GID: c.LocalAddr().(*rdmanet.Addr).GID, QPN: 1 << 24}, "not a unicast UD address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.WriteTo([]byte("x"), tc.addr)
+			require.Error(t, err)
+			require.ErrorContains(t, err, tc.want)
+			var op *net.OpError
+			require.ErrorAs(t, err, &op)
+		})
+	}
+	require.Zero(t, c.Stats().Sent)
+	// Groups: non-multicast and wrong family.
+	lc := testConfig()
+	_, err := lc.ListenMulticast(t.Context(), "rdma", nil, &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1)})
+	require.ErrorContains(t, err, "not a multicast group")
+	_, err = lc.ListenMulticast(t.Context(), "rdma6", nil, g)
+	require.ErrorContains(t, err, "wrong address family")
+	_, err = lc.ListenMulticast(t.Context(), "udp", nil, g)
+	require.Error(t, err)
+	require.ErrorContains(t, c.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1)}), "not a multicast group")
+	require.ErrorContains(t, c.JoinGroup(nil, nil), "nil address")
+	require.ErrorContains(t, c.JoinGroup(&net.Interface{Name: "eth0"}, newGroup()), "bound to")
+}
+
+func TestUnicastReplyToSender(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	server := listen(t, g)
+	client := listen(t, g)
+	other := listen(t, g)
+	_, err := client.WriteTo([]byte("request"), g)
+	require.NoError(t, err)
+	b, from := mustRead(t, server)
+	require.Equal(t, "request", string(b))
+	mustRead(t, other)
+	mustRead(t, client) // loopback copy
+	_, err = server.WriteTo([]byte("reply"), from)
+	require.NoError(t, err)
+	b, rfrom := mustRead(t, client)
+	require.Equal(t, "reply", string(b))
+	require.Equal(t, *server.LocalAddr().(*rdmanet.Addr), *rfrom)
+	expectNothing(t, other, 100*time.Millisecond) // unicast reaches only its QP
+}
+
+func TestGroupAddrAndBatches(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	ga, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	require.True(t, ga.IsMulticast())
+	ms := make([]rdmanet.Message, 10)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: []byte(fmt.Sprint("batch", i)), Addr: ga}
+	}
+	n, err := tx.WriteBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 10, n)
+	in := make([]rdmanet.Message, 16)
+	for i := range in {
+		in[i].Buffer = make([]byte, 64)
+	}
+	got := 0
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for got < 10 {
+		k, err := rx.ReadBatch(in)
+		require.NoError(t, err)
+		for i := 0; i < k; i++ {
+			require.Equal(t, fmt.Sprint("batch", got), string(in[i].Buffer[:in[i].N]))
+			require.Equal(t, *tx.LocalAddr().(*rdmanet.Addr), in[i].Addr)
+			got++
+		}
+	}
+	// A bad message stops the batch: the ones before it were sent.
+	bad := []rdmanet.Message{{Buffer: []byte("ok"), Addr: ga}, {Buffer: make([]byte, tx.MTU()+1), Addr: ga}}
+	n, err = tx.WriteBatch(bad)
+	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	require.Equal(t, 1, n)
+}
+
+func TestBackendReport(t *testing.T) {
+	t.Parallel()
+	c := listen(t, newGroup())
+	b := c.Backend()
+	if testDevice == "" {
+		assert.Equal(t, "software", b.Name)
+		assert.Equal(t, "lo", b.Netdev)
+		assert.Equal(t, 4096, c.MTU(), "loopback gives a 4096-byte RoCE MTU")
+	} else {
+		assert.Equal(t, "rdma-core", b.Name)
+	}
+	assert.NotEmpty(t, b.String())
+}
+
+func TestErrorsAreOpErrors(t *testing.T) {
+	t.Parallel()
+	c := listen(t, newGroup())
+	c.SetReadDeadline(time.Now().Add(-time.Second))
+	_, _, err := c.ReadFrom(make([]byte, 1))
+	var op *net.OpError
+	require.True(t, errors.As(err, &op))
+	require.Equal(t, "read", op.Op)
+	require.Equal(t, "rdma", op.Net)
+}
