@@ -149,7 +149,6 @@ type recvCQ struct {
 	kept  []rqEntry
 
 	turn   int
-	ovfl   [2]uint32 // last SO_RXQ_OVFL value per socket
 	groups []mcGroup
 	meta   rxMeta
 	hd     Header
@@ -372,8 +371,7 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	meta := &c.meta
 	parseCmsgs(c.ctrl[i][:m.Hdr.Controllen], meta)
 	if meta.hasOvfl {
-		q.overflow.Add(uint64(meta.ovfl - c.ovfl[sock]))
-		c.ovfl[sock] = meta.ovfl
+		q.noteSockDrops(sock, meta.ovfl)
 	}
 	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		return DropTooLong
@@ -427,7 +425,7 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		return DropSelf
 	}
 	if h.HasImm() {
-		v.copyOut(body[:plen], maxHdrSize-hdrSize)
+		v.copyOut(body[:plen], maxHdrSize)
 	}
 	grh := e.buf[:verbs.GRHSize]
 	clear(grh[:20])

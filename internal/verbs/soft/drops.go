@@ -1,6 +1,12 @@
 package soft
 
-import "github.com/go-rdma/rdmanet/internal/verbs"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
 
 // Drops are a QP's counters of datagrams dropped, by reason.
 type Drops struct {
@@ -15,8 +21,9 @@ type Drops struct {
 	TooLong   uint64 // larger than the posted receive buffer
 	Self      uint64 // own multicast looped back (BlockSelfMulticastLoopback)
 	// Overflow counts datagrams the kernel dropped because the socket
-	// buffer was full: they found no posted receive for too long
-	// (SO_RXQ_OVFL, learnt when the next datagram is read).
+	// buffer was full: they found no posted receive for too long. It is
+	// the sockets' sk_drops, from SO_RXQ_OVFL on received datagrams and
+	// from SO_MEMINFO when Drops or DropCounts is called.
 	Overflow uint64
 	// SendDropped counts sends the kernel dropped (ENOBUFS/EAGAIN).
 	SendDropped uint64
@@ -24,6 +31,7 @@ type Drops struct {
 
 // Drops returns the QP's drop counters.
 func (q *QP) Drops() Drops {
+	q.refreshSockDrops()
 	return Drops{
 		Truncated:   q.drops[DropTruncated].Load(),
 		BadTVer:     q.drops[DropBadTVer].Load(),
@@ -35,18 +43,19 @@ func (q *QP) Drops() Drops {
 		NotForUs:    q.drops[DropNotForUs].Load(),
 		TooLong:     q.drops[DropTooLong].Load(),
 		Self:        q.drops[DropSelf].Load(),
-		Overflow:    q.overflow.Load(),
+		Overflow:    q.overflowCount(),
 		SendDropped: q.sendDropped.Load(),
 	}
 }
 
 // DropCounts implements verbs.DropCounter: the counters by reason name.
 func (q *QP) DropCounts() map[string]uint64 {
+	q.refreshSockDrops()
 	m := make(map[string]uint64, numDropReasons+2)
 	for r := DropTruncated; r < numDropReasons; r++ {
 		m[r.String()] = q.drops[r].Load()
 	}
-	m["receive queue overflow"] = q.overflow.Load()
+	m["receive queue overflow"] = q.overflowCount()
 	m["send dropped"] = q.sendDropped.Load()
 	return m
 }
@@ -59,4 +68,40 @@ func DropsOf(qp verbs.QP) (d Drops, ok bool) {
 		return Drops{}, false
 	}
 	return sq.Drops(), true
+}
+
+func (q *QP) overflowCount() uint64 {
+	return uint64(q.sockDrops[0].Load()) + uint64(q.sockDrops[1].Load())
+}
+
+// noteSockDrops records a socket's cumulative sk_drops.
+func (q *QP) noteSockDrops(sock int, v uint32) {
+	for {
+		old := q.sockDrops[sock].Load()
+		if int32(v-old) <= 0 || q.sockDrops[sock].CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// skMeminfoDrops is SK_MEMINFO_DROPS, the index of sk_drops in SO_MEMINFO.
+const skMeminfoDrops = 8
+
+// refreshSockDrops reads sk_drops of both sockets with SO_MEMINFO.
+func (q *QP) refreshSockDrops() {
+	c := &q.rcq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	for i, fd := range [2]int{q.mcFd, q.uniFd} {
+		var mi [16]uint32
+		l := uint32(unsafe.Sizeof(mi))
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if e == 0 && l/4 > skMeminfoDrops {
+			q.noteSockDrops(i, mi[skMeminfoDrops])
+		}
+	}
 }

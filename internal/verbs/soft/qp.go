@@ -52,8 +52,11 @@ type QP struct {
 	scq sendCQ
 	rcq recvCQ
 
-	drops       [numDropReasons]atomic.Uint64
-	overflow    atomic.Uint64
+	drops [numDropReasons]atomic.Uint64
+	// sockDrops is each socket's sk_drops (multicast, unicast) as last
+	// seen in SO_RXQ_OVFL or SO_MEMINFO: datagrams the kernel dropped
+	// because the socket buffer was full.
+	sockDrops   [2]atomic.Uint32
 	sendDropped atomic.Uint64
 }
 

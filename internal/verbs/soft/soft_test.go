@@ -1,8 +1,12 @@
 package soft_test
 
 import (
+	"encoding/binary"
+	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +45,260 @@ func TestMulticastTwoReceivers(t *testing.T) {
 		assert.Equal(t, msg, e.buf(wc)[verbs.GRHSize:])
 	}
 	assert.Empty(t, c.recv(1, 50*time.Millisecond), "QP on another group got a message")
+}
+
+func TestLeaveAndSendOnly(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	a.postRecvs(0, 8)
+	s.postRecvs(0, 8)
+	m, _ := a.join("239.1.3.1", false)
+	sm, ah := s.join("239.1.3.1", true)
+	s.send(ah, sm.RemoteQPN, []byte("one"), 0, 0)
+	require.Len(t, a.recv(1, 2*time.Second), 1)
+	assert.Empty(t, s.recv(1, 50*time.Millisecond), "send-only member received")
+
+	require.NoError(t, a.id.Leave(m.MGID))
+	s.send(ah, sm.RemoteQPN, []byte("two"), 0, 0)
+	assert.Empty(t, a.recv(1, 100*time.Millisecond), "received after Leave")
+	assert.Error(t, a.id.Leave(m.MGID), "second Leave")
+	// Rejoin: delivery resumes.
+	a.join("239.1.3.1", false)
+	s.send(ah, sm.RemoteQPN, []byte("three"), 0, 0)
+	wcs := a.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	assert.Equal(t, []byte("three"), a.buf(wcs[0])[verbs.GRHSize:])
+}
+
+func TestUnicastAndGRH(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	c := newEndpoint(t, verbs.QPConfig{})
+	b.postRecvs(0, 8)
+	c.postRecvs(0, 8)
+
+	// The QP's identity on lo is 127.q2.q1.q0.
+	q := b.qp.QPN()
+	wantIP := net.IPv4(127, byte(q>>16), byte(q>>8), byte(q)).To4()
+	assert.Equal(t, wantIP, b.id.Local().IP.To4())
+	assert.Equal(t, verbs.GIDFromIP(wantIP), b.id.Local().GID)
+
+	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	msg := []byte("unicast with immediate, 29 b")
+	a.send(ah, b.qp.QPN(), msg, verbs.SendWithImm|verbs.SendSolicited, 0xDEADBEEF)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	wc := wcs[0]
+	assert.Equal(t, verbs.WCGRH|verbs.WCWithImm, wc.Flags)
+	assert.Equal(t, uint32(0xDEADBEEF), wc.Imm)
+	assert.Equal(t, a.qp.QPN(), wc.SrcQP)
+	buf := b.buf(wc)
+	assert.Equal(t, msg, buf[verbs.GRHSize:])
+
+	// GRH area: bytes 0-19 zero, 20-39 a valid IPv4 header from a to b.
+	grh := buf[:verbs.GRHSize]
+	assert.Equal(t, make([]byte, 20), grh[:20])
+	ip := grh[20:]
+	assert.Equal(t, byte(0x45), ip[0])
+	assert.Equal(t, uint16(20+8+12+8+4+len(msg)+(-len(msg)&3)+4), binary.BigEndian.Uint16(ip[2:]))
+	assert.Equal(t, uint16(0x4000), binary.BigEndian.Uint16(ip[6:]), "DF set, ID 0 from a DF unconnected socket")
+	assert.Equal(t, uint16(0), binary.BigEndian.Uint16(ip[4:]))
+	assert.Equal(t, byte(17), ip[9])
+	assert.NotZero(t, ip[8], "TTL")
+	assert.Equal(t, a.id.Local().IP.To4(), net.IP(ip[12:16]))
+	assert.Equal(t, wantIP, net.IP(ip[16:20]))
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xFFFF {
+		sum = sum&0xFFFF + sum>>16
+	}
+	assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+
+	assert.Empty(t, c.recv(1, 50*time.Millisecond), "unicast reached another QP")
+
+	// To the right address but another QPN: dropped, not for us.
+	a.send(ah, b.qp.QPN()^1, msg, 0, 0)
+	assert.Empty(t, b.recv(1, 50*time.Millisecond))
+	assert.Equal(t, uint64(1), b.qp.Drops().NotForUs)
+}
+
+func TestSelfLoopback(t *testing.T) {
+	for _, block := range []bool{false, true} {
+		a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: block})
+		b := newEndpoint(t, verbs.QPConfig{})
+		a.postRecvs(0, 8)
+		b.postRecvs(0, 8)
+		assert.Equal(t, block, a.qp.LoopbackBlocked())
+		m, ah := a.join("239.1.4.1", false)
+		b.join("239.1.4.1", false)
+		a.send(ah, m.RemoteQPN, []byte("loop"), 0, 0)
+		require.Len(t, b.recv(1, 2*time.Second), 1)
+		if block {
+			assert.Empty(t, a.recv(1, 50*time.Millisecond))
+			assert.Equal(t, uint64(1), a.qp.Drops().Self)
+		} else {
+			wcs := a.recv(1, 2*time.Second)
+			require.Len(t, wcs, 1)
+			assert.Equal(t, a.qp.QPN(), wcs[0].SrcQP)
+		}
+	}
+}
+
+func TestMessageSizeAndBadSGE(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	m, ah := a.join("239.1.5.1", true)
+	require.Equal(t, 4096, m.MTU)
+	wr := func(n int) verbs.SendWR {
+		return verbs.SendWR{SGE: a.sendSGE(0, n), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+	}
+	n, err := a.qp.PostSend([]verbs.SendWR{wr(4096), wr(4097), wr(1)})
+	assert.Equal(t, 1, n)
+	assert.ErrorIs(t, err, verbs.ErrMessageSize)
+
+	bad := wr(10)
+	bad.SGE.LKey = 999999
+	n, err = a.qp.PostSend([]verbs.SendWR{bad})
+	assert.Equal(t, 0, n)
+	assert.Error(t, err)
+	bad = wr(10)
+	bad.SGE.Offset = uint32(a.arena.Len() - 5)
+	n, err = a.qp.PostSend([]verbs.SendWR{bad})
+	assert.Equal(t, 0, n)
+	assert.Error(t, err)
+	n, err = a.qp.PostRecv([]verbs.RecvWR{{SGE: verbs.SGE{Offset: 0, Length: 39, LKey: a.mr.LKey()}}})
+	assert.Equal(t, 0, n)
+	assert.Error(t, err, "receive buffer shorter than the GRH")
+}
+
+func TestSendCQFullAndChannel(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{SendDepth: 4})
+	m, ah := a.join("239.1.6.1", true)
+	wrs := make([]verbs.SendWR, 6)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: a.sendSGE(0, 8), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}
+	}
+	ch := a.qp.SendCQ().Channel()
+	require.NoError(t, a.qp.SendCQ().ReqNotify())
+	assert.False(t, readable(t, ch.Fd()))
+	n, err := a.qp.PostSend(wrs)
+	assert.Equal(t, 4, n)
+	assert.ErrorIs(t, err, verbs.ErrQueueFull)
+	assert.True(t, readable(t, ch.Fd()), "send channel not readable after completions while armed")
+	ev, err := ch.GetEvents()
+	require.NoError(t, err)
+	assert.Equal(t, 1, ev)
+	assert.False(t, readable(t, ch.Fd()))
+	ev, err = ch.GetEvents()
+	assert.NoError(t, err)
+	assert.Equal(t, 0, ev)
+	var wcs [8]verbs.WC
+	n, err = a.qp.SendCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	for i := range n {
+		assert.Equal(t, uint64(i), wcs[i].WRID)
+		assert.Equal(t, verbs.WCSend, wcs[i].Opcode)
+	}
+	// Unarmed: completions do not raise the channel.
+	n, err = a.qp.PostSend(wrs[4:])
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.False(t, readable(t, ch.Fd()))
+}
+
+// readable epolls fd once, without waiting.
+func readable(t *testing.T, fd int) bool {
+	t.Helper()
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(ep)
+	require.NoError(t, unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}))
+	var evs [1]unix.EpollEvent
+	n, err := unix.EpollWait(ep, evs[:], 0)
+	require.NoError(t, err)
+	return n == 1
+}
+
+func waitReadable(t *testing.T, fd int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if readable(t, fd) {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+func TestRecvChannelReadiness(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.1.7.1", false)
+	_, ah := s.join("239.1.7.1", true)
+	fd := a.qp.RecvCQ().Channel().Fd()
+	assert.False(t, readable(t, fd), "readable before anything was sent")
+
+	// No receive posted: the datagram waits in the socket and the
+	// channel stays quiet.
+	s.send(ah, m.RemoteQPN, []byte("x"), 0, 0)
+	time.Sleep(20 * time.Millisecond)
+	assert.False(t, readable(t, fd), "readable with no receive posted")
+	var wcs [4]verbs.WC
+	n, err := a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+
+	a.postRecvs(0, 4)
+	assert.True(t, waitReadable(t, fd, time.Second), "not readable with a datagram waiting and a receive posted")
+	ev, err := a.qp.RecvCQ().Channel().GetEvents()
+	assert.NoError(t, err)
+	assert.Equal(t, 0, ev)
+	n, err = a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.False(t, readable(t, fd), "readable once drained")
+
+	s.send(ah, m.RemoteQPN, []byte("y"), 0, 0)
+	assert.True(t, waitReadable(t, fd, time.Second), "not readable after a send")
+	n, _ = a.qp.RecvCQ().Poll(wcs[:])
+	assert.Equal(t, 1, n)
+	assert.False(t, readable(t, fd))
+}
+
+func TestNoRecvPostedOverflow(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	m, _ := a.join("239.1.8.1", false)
+	_, ah := s.join("239.1.8.1", true)
+	wrs := make([]verbs.SendWR, 64)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(0, 1024), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+	}
+	const total = 190 * 64 // far past the socket buffer (SO_RCVBUF is at most rmem_max)
+	for sent := 0; sent < total; sent += len(wrs) {
+		n, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), n)
+	}
+	// Drain it all: the kernel reports its drops on the datagrams queued
+	// after them (SO_RXQ_OVFL).
+	got := 0
+	for {
+		a.postRecvs(0, nBufs)
+		wcs := a.recv(nBufs, 200*time.Millisecond)
+		got += len(wcs)
+		if len(wcs) < nBufs {
+			break
+		}
+	}
+	assert.Greater(t, got, nBufs, "queued datagrams not delivered once receives were posted")
+	assert.Less(t, got, total, "nothing was dropped")
+	d := a.qp.Drops()
+	assert.NotZero(t, d.Overflow, "socket buffer overflow not counted")
+	t.Logf("sent %d with no receive posted: received %d, overflow %d %+v", total, got, d.Overflow, d)
+	assert.Equal(t, uint64(total-got), d.Overflow, "every datagram is either received or counted")
+	assert.Contains(t, a.qp.DropCounts(), "receive queue overflow")
 }
