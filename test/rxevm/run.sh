@@ -63,9 +63,10 @@ stamp() {
   done
 }
 
-# marker_time LOG MARKER: the stamp (seconds) of the first line with MARKER.
+# marker_time LOG MARKER: the stamp (seconds) of the first line with MARKER,
+# or nothing.
 marker_time() {
-  grep -a -m1 "$2" "$1" | sed -n 's/^\[ *\([0-9.]*\)s\].*/\1/p'
+  sed -n "/$2/ { s/^\\[ *\\([0-9.]*\\)s\\].*/\\1/p; q }" "$1"
 }
 
 boot() {
@@ -117,7 +118,7 @@ main() {
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
 
-  rc=$(grep -a -o 'RXEVM-RESULT rc=[0-9]*' "$vmlog" | tail -1 | cut -d= -f2)
+  rc=$(grep -a -o 'RXEVM-RESULT rc=[0-9]*' "$vmlog" | tail -1 | cut -d= -f2 || true)
   if [[ $qemu_status == 124 || $qemu_status == 137 ]]; then
     die "VM timed out after ${RXEVM_TIMEOUT}s (RXEVM_TIMEOUT)"
   elif [[ -z $rc ]]; then
