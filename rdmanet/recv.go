@@ -54,6 +54,9 @@ func (c *Conn) initRecv() error {
 	cq := c.qp.RecvCQ()
 	r.src = recvSource{chanAcker{cq: cq, ch: cq.Channel()}, c}
 	r.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-recv-cq", &r.src, c.cfg.Spin)
+	if lt, ok := cq.Channel().(verbs.LevelTriggered); ok && err == nil {
+		r.waiter.SetLevelTriggered(lt.LevelTriggered())
+	}
 	return err
 }
 
@@ -108,19 +111,15 @@ func (c *Conn) nextRecv(block bool) (*verbs.WC, []byte, error) {
 			if deadlinePassed(&r.deadline) {
 				return nil, nil, os.ErrDeadlineExceeded
 			}
-			n, err := c.pollRecv()
-			if err != nil {
-				return nil, nil, err
-			}
-			if n == 0 {
-				if !block {
-					return nil, nil, nil
+			if !block {
+				if n, err := c.pollRecv(); n == 0 || err != nil {
+					return nil, nil, err
 				}
-				if _, err := r.waiter.Wait(); err != nil {
-					return nil, nil, c.mapWaitErr(err)
-				}
-				continue
+			} else if _, err := r.waiter.Wait(); err != nil {
+				// Wait polls first: no separate poll before it.
+				return nil, nil, c.mapWaitErr(err)
 			}
+			continue
 		}
 		wc := &r.wcs[r.head]
 		r.head++

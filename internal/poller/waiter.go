@@ -31,6 +31,7 @@ type Waiter struct {
 	rc     syscall.RawConn
 	src    Source
 	spin   time.Duration
+	level  bool // the fd is readable exactly while Poll has work
 	armed  bool
 	slept  bool // the last step went to sleep: drain before polling
 	closed atomic.Bool
@@ -65,6 +66,11 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 
 // step is one round of the wake-up protocol; true ends the wait.
 func (w *Waiter) step(uintptr) bool {
+	if w.level {
+		n, err := w.src.Poll()
+		w.n, w.err = n, err
+		return err != nil || n > 0
+	}
 	if w.slept {
 		// Woken: consume the events at once, so the channel is read dry
 		// and the CQ known to be disarmed.
@@ -131,6 +137,11 @@ func (w *Waiter) Wait() (int, error) {
 	}
 	return w.n, w.err
 }
+
+// SetLevelTriggered says that the channel fd is readable exactly while
+// Poll would find work (a software CQ whose channel is its sockets): then
+// there is nothing to arm or drain, and Wait polls once before sleeping.
+func (w *Waiter) SetLevelTriggered(on bool) { w.level = on }
 
 // Armed reports whether the CQ is armed (a notification is pending).
 func (w *Waiter) Armed() bool { return w.armed }

@@ -233,3 +233,41 @@ func TestBlockedWaitersHoldNoThreads(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// pipeSource is level-triggered: the pipe is readable exactly while Poll
+// has work, as with the software backend's sockets.
+type pipeSource struct {
+	r, w  int
+	polls atomic.Int64
+}
+
+func (p *pipeSource) Poll() (int, error) {
+	p.polls.Add(1)
+	var b [64]byte
+	n, err := unix.Read(p.r, b[:])
+	if err == unix.EAGAIN {
+		return 0, nil
+	}
+	return n, err
+}
+func (p *pipeSource) Arm() error          { panic("a level-triggered source is never armed") }
+func (p *pipeSource) Drain() (int, error) { panic("a level-triggered source is never drained") }
+
+func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
+	var fds [2]int
+	require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	src := &pipeSource{r: fds[0], w: fds[1]}
+	w, err := New(src.r, "pipe", src, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	w.SetLevelTriggered(true)
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		unix.Write(src.w, []byte("abc"))
+	}()
+	n, err := w.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, int64(2), src.polls.Load(), "one poll before sleeping, one after waking")
+}

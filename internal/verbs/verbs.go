@@ -228,6 +228,13 @@ type Channel interface {
 	AckEvents(n int)
 }
 
+// LevelTriggered is implemented by channels whose fd is readable exactly
+// while the CQ's Poll would return work (the software provider's receive
+// CQ, whose channel is its sockets): they need no arming and no draining.
+type LevelTriggered interface {
+	LevelTriggered() bool
+}
+
 // EventChannel carries an ID's asynchronous events.
 type EventChannel interface {
 	// Fd is readable when Next may return an event.
