@@ -713,6 +713,11 @@ func readNetdevs(dir string) ([]Netdev, error) {
 	}
 	var out []Netdev
 	for _, name := range names {
+		// Not every entry is an interface: bonding adds a
+		// bonding_masters file.
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.IsDir() {
+			continue
+		}
 		n, err := readNetdev(filepath.Join(dir, name), name)
 		if err != nil {
 			return nil, err

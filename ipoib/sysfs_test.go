@@ -134,6 +134,8 @@ func TestDiscoverNetdevs(t *testing.T) {
 
 	assert.Empty(t, s.Netdev("eth3").Device, "siw0 has no GID netdev attribute and eth3 no device/infiniband")
 	assert.Nil(t, s.Netdev("nope"))
+	assert.Nil(t, s.Netdev("bonding_masters"), "a plain file in /sys/class/net is not an interface")
+	assert.Len(t, s.Netdevs, 6)
 	assert.Nil(t, s.Port("mlx5_0", 3))
 	assert.Nil(t, s.Port("nope", 1))
 }
