@@ -152,6 +152,7 @@ type recvCQ struct {
 	groups []mcGroup
 	meta   rxMeta
 	hd     Header
+	ih     icrcHead
 }
 
 var _ verbs.CQ = (*recvCQ)(nil)
@@ -410,14 +411,11 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	}
 	src := c.names[i].Addr
 	sport := ntohs(c.names[i].Port)
-	var p [icrcPrefixV4]byte
-	ipv4ICRCPrefix(&p, src, meta.dst, 0, false, sport, UDPPort, udpHdrSize+n)
-	crc := crc32.Update(0, crc32.IEEETable, p[:])
-	crc = icrcBTH(crc, v.s[0])
+	crc := c.ih.start(src, meta.dst, 0, false, sport, UDPPort, udpHdrSize+n, v.s[0])
 	crc = v.crc(crc, BTHSize, n-ICRCSize)
-	var icrc [ICRCSize]byte
-	v.copyOut(icrc[:], n-ICRCSize)
-	id, df, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	icrc := c.ih[:ICRCSize]
+	v.copyOut(icrc, n-ICRCSize)
+	id, df, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc))
 	if !ok {
 		return DropBadICRC
 	}

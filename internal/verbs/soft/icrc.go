@@ -31,7 +31,8 @@ const (
 
 // ipv4ICRCPrefix writes the first 36 bytes the ICRC covers for an IPv4
 // packet carrying a UDP datagram of udpLen bytes (header included).
-func ipv4ICRCPrefix(p *[icrcPrefixV4]byte, src, dst [4]byte, id uint16, df bool, sport, dport uint16, udpLen int) {
+func ipv4ICRCPrefix(p []byte, src, dst [4]byte, id uint16, df bool, sport, dport uint16, udpLen int) {
+	_ = p[icrcPrefixV4-1]
 	for i := range 8 {
 		p[i] = 0xFF
 	}
@@ -55,6 +56,19 @@ func ipv4ICRCPrefix(p *[icrcPrefixV4]byte, src, dst [4]byte, id uint16, df bool,
 	binary.BigEndian.PutUint16(u[2:], dport)
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xFF, 0xFF
+}
+
+// icrcHead is scratch for the start of an IPv4 ICRC: the masked LRH,
+// IPv4 and UDP headers, and the BTH with byte 4 masked. Hot paths keep one
+// in a long-lived struct: crc32.Update makes a stack buffer escape.
+type icrcHead [icrcPrefixV4 + BTHSize]byte
+
+// start fills h and returns the CRC state over it.
+func (h *icrcHead) start(src, dst [4]byte, id uint16, df bool, sport, dport uint16, udpLen int, bth []byte) uint32 {
+	ipv4ICRCPrefix(h[:], src, dst, id, df, sport, dport, udpLen)
+	copy(h[icrcPrefixV4:], bth[:BTHSize])
+	h[icrcPrefixV4+4] = 0xFF
+	return crc32.Update(0, crc32.IEEETable, h[:])
 }
 
 // icrcBTH feeds the BTH with byte 4 masked.
@@ -235,12 +249,10 @@ func SolveIPv4ID(dgram []byte, src, dst [4]byte, sport, dport uint16) (id uint16
 	if len(dgram) < BTHSize+ICRCSize || len(dgram)+udpHdrSize > 0xFFFF-ipv4HdrSize {
 		return 0, false, false
 	}
-	var p [icrcPrefixV4]byte
+	var h icrcHead
 	udpLen := udpHdrSize + len(dgram)
-	ipv4ICRCPrefix(&p, src, dst, 0, false, sport, dport, udpLen)
-	crc := crc32.Update(0, crc32.IEEETable, p[:])
 	body := dgram[:len(dgram)-ICRCSize]
-	crc = icrcBTH(crc, body)
+	crc := h.start(src, dst, 0, false, sport, dport, udpLen, body)
 	crc = crc32.Update(crc, crc32.IEEETable, body[BTHSize:])
 	s := crc ^ binary.LittleEndian.Uint32(dgram[len(dgram)-ICRCSize:])
 	return solveTabFor(udpLen).solve(s)

@@ -422,6 +422,7 @@ type sendQueue struct {
 	names  []unix.RawSockaddrInet4
 	msgs   []mmsghdr
 	status []verbs.WCStatus
+	ih     icrcHead
 }
 
 func (s *sendQueue) init(q *QP, depth int) error {
@@ -528,11 +529,8 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		tail := s.tail[i][:pad+ICRCSize]
 		clear(tail[:pad])
 
-		var p [icrcPrefixV4]byte
 		udpLen := udpHdrSize + hl + len(payload) + pad + ICRCSize
-		ipv4ICRCPrefix(&p, q.unicast, a.dst, 0, true, UDPPort, UDPPort, udpLen)
-		crc := crc32.Update(0, crc32.IEEETable, p[:])
-		crc = icrcBTH(crc, s.hdr[i][:])
+		crc := s.ih.start(q.unicast, a.dst, 0, true, UDPPort, UDPPort, udpLen, s.hdr[i][:])
 		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][BTHSize:hl])
 		crc = crc32.Update(crc, crc32.IEEETable, payload)
 		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])

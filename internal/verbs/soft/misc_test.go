@@ -1,0 +1,262 @@
+package soft_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+func TestRegistered(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	assert.Equal(t, verbs.Software, p.Name())
+	assert.NoError(t, p.Available())
+}
+
+func TestDevices(t *testing.T) {
+	devs, err := soft.Provider{}.Devices()
+	require.NoError(t, err)
+	var lo *verbs.DeviceAttr
+	for i := range devs {
+		if devs[i].Name == "sw-lo" {
+			lo = &devs[i]
+		}
+	}
+	require.NotNil(t, lo, "no sw-lo in %v", devs)
+	assert.Equal(t, verbs.Software, lo.Provider)
+	require.Len(t, lo.Ports, 1)
+	port := lo.Ports[0]
+	assert.Equal(t, 1, port.Port)
+	assert.Equal(t, verbs.PortActive, port.State)
+	assert.Equal(t, 4096, port.ActiveMTU)
+	assert.Equal(t, verbs.LinkLayerEthernet, port.LinkLayer)
+	assert.Equal(t, "lo", port.Netdev)
+	require.NotEmpty(t, port.GIDs)
+	assert.Equal(t, "::ffff:127.0.0.1", port.GIDs[0].GID.String())
+	assert.Equal(t, verbs.GIDTypeRoCEv2, port.GIDs[0].Type)
+	assert.Positive(t, lo.MaxMcastGroups)
+}
+
+func TestBind(t *testing.T) {
+	p := soft.Provider{}
+	lo, err := net.InterfaceByName("lo")
+	require.NoError(t, err)
+	for _, cfg := range []verbs.BindConfig{
+		{},
+		{Addr: net.IPv4(127, 0, 0, 1)},
+		{Interface: lo},
+		{Device: "sw-lo"},
+		{Interface: &net.Interface{Index: lo.Index}, Port: 1},
+	} {
+		assert.True(t, p.Serves(cfg), "%+v", cfg)
+		id, err := p.Bind(cfg)
+		require.NoError(t, err, "%+v", cfg)
+		b := id.Local()
+		assert.Equal(t, "sw-lo", b.Device)
+		assert.Equal(t, "lo", b.Netdev)
+		assert.Equal(t, 1, b.Port)
+		assert.Equal(t, net.IPv4(127, 0, 0, 1).To4(), b.IP.To4())
+		assert.Equal(t, 4096, b.MTU)
+		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+		require.NoError(t, id.Close())
+		require.NoError(t, id.Close(), "Close is idempotent")
+	}
+	for _, tc := range []struct {
+		cfg  verbs.BindConfig
+		want error
+	}{
+		{verbs.BindConfig{Addr: net.IPv4(198, 51, 100, 77)}, verbs.ErrNoDevice},
+		{verbs.BindConfig{Interface: &net.Interface{Name: "nonexistent0"}}, verbs.ErrNoDevice},
+		{verbs.BindConfig{Device: "mlx5_0"}, verbs.ErrNoDevice},
+		{verbs.BindConfig{Port: 2}, verbs.ErrNoDevice},
+		{verbs.BindConfig{Addr: net.IPv4(127, 0, 0, 1), Interface: &net.Interface{Name: "eth0"}}, verbs.ErrNoDevice},
+		{verbs.BindConfig{IPv6: true}, verbs.ErrNotSupported},
+	} {
+		assert.False(t, p.Serves(tc.cfg), "%+v", tc.cfg)
+		_, err := p.Bind(tc.cfg)
+		assert.ErrorIs(t, err, tc.want, "%+v", tc.cfg)
+	}
+}
+
+func TestJoinErrors(t *testing.T) {
+	p := soft.Provider{}
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	ctx := context.Background()
+	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("239.2.2.2")}, verbs.JoinOptions{})
+	assert.Error(t, err, "join before CreateQP")
+	_, err = id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	_, err = id.CreateQP(verbs.QPConfig{})
+	assert.Error(t, err, "second QP")
+	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("10.1.2.3")}, verbs.JoinOptions{})
+	assert.ErrorContains(t, err, "not a multicast")
+	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("ff02::1234")}, verbs.JoinOptions{})
+	assert.ErrorIs(t, err, verbs.ErrNotSupported)
+	ibMGID, _ := verbs.ParseGID("ff12:401b:ffff::e001:203")
+	_, err = id.Join(ctx, verbs.Group{MGID: ibMGID}, verbs.JoinOptions{})
+	assert.ErrorIs(t, err, verbs.ErrNotSupported)
+	mgid, _ := verbs.ParseGID("::ffff:239.2.2.2")
+	m, err := id.Join(ctx, verbs.Group{MGID: mgid}, verbs.JoinOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, mgid, m.AH.DGID)
+	assert.True(t, m.AH.IsGlobal)
+	assert.Equal(t, verbs.DefaultQKey, m.QKey)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = id.Join(cctx, verbs.Group{IP: net.ParseIP("239.2.2.3")}, verbs.JoinOptions{})
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = id.(*soft.ID).CreateQP(verbs.QPConfig{})
+	assert.Error(t, err)
+	qp := idQP(t, id)
+	_, err = qp.CreateAH(verbs.AHAttr{DGID: ibMGID})
+	assert.ErrorIs(t, err, verbs.ErrNotSupported)
+	_, err = qp.CreateAH(verbs.AHAttr{})
+	assert.Error(t, err)
+}
+
+// idQP makes a second ID with a QP, for calls that need one.
+func idQP(t *testing.T, _ verbs.ID) verbs.QP {
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	t.Cleanup(func() { id.Close() })
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	return qp
+}
+
+func TestInjectEvent(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	m, ah := e.join("239.3.3.3", false)
+	ch := e.id.Events()
+	_, ok, err := ch.Next()
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.False(t, readable(t, ch.Fd()))
+
+	require.NoError(t, soft.InjectEvent(e.id, verbs.Event{Type: verbs.EventMulticastError, MGID: m.MGID}))
+	assert.True(t, readable(t, ch.Fd()))
+	ev, ok, err := ch.Next()
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, verbs.EventMulticastError, ev.Type)
+	assert.Equal(t, m.MGID, ev.MGID)
+	assert.False(t, readable(t, ch.Fd()), "event fd readable with the queue empty")
+	e.send(ah, m.RemoteQPN, []byte("still works"), 0, 0)
+
+	require.NoError(t, soft.InjectEvent(e.id, verbs.Event{Type: verbs.EventDeviceRemoval}))
+	ev, ok, _ = ch.Next()
+	require.True(t, ok)
+	assert.Equal(t, verbs.EventDeviceRemoval, ev.Type)
+	_, err = e.qp.PostSend([]verbs.SendWR{{SGE: e.sendSGE(0, 1), AH: ah, RemoteQPN: m.RemoteQPN}})
+	assert.ErrorIs(t, err, verbs.ErrDeviceRemoved)
+	_, err = e.qp.RecvCQ().Poll(make([]verbs.WC, 1))
+	assert.ErrorIs(t, err, verbs.ErrDeviceRemoved)
+	_, err = e.qp.PostRecv([]verbs.RecvWR{{SGE: e.recvSGE(0)}})
+	assert.ErrorIs(t, err, verbs.ErrDeviceRemoved)
+
+	assert.Error(t, soft.InjectEvent(nil, verbs.Event{}))
+}
+
+func TestClosedObjects(t *testing.T) {
+	p := soft.Provider{}
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NoError(t, id.Close())
+	_, err = qp.PostSend(nil)
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+	_, err = qp.PostRecv(nil)
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+	_, err = qp.RecvCQ().Poll(make([]verbs.WC, 1))
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+	_, err = qp.SendCQ().Poll(make([]verbs.WC, 1))
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+	_, _, err = id.Events().Next()
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+	_, err = id.Join(context.Background(), verbs.Group{IP: net.ParseIP("239.1.1.1")}, verbs.JoinOptions{})
+	assert.ErrorIs(t, err, verbs.ErrClosed)
+}
+
+func countFds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+func TestNoFdLeak(t *testing.T) {
+	p := soft.Provider{}
+	before := countFds(t)
+	cycles := 1000
+	if testing.Short() {
+		cycles = 100
+	}
+	for i := range cycles {
+		id, err := p.Bind(verbs.BindConfig{})
+		require.NoError(t, err)
+		qp, err := id.CreateQP(verbs.QPConfig{SendDepth: 8, RecvDepth: 8})
+		require.NoError(t, err)
+		_, err = id.Join(context.Background(), verbs.Group{IP: net.IPv4(239, 4, byte(i>>8), byte(i))}, verbs.JoinOptions{})
+		require.NoError(t, err)
+		_ = qp.RecvCQ().Channel().Fd()
+		require.NoError(t, id.Close())
+	}
+	assert.Equal(t, before, countFds(t), "fds before and after %d Bind/CreateQP/Join/Close cycles", cycles)
+}
+
+func TestQPNsUniqueAndReserved(t *testing.T) {
+	seen := map[uint32]bool{}
+	for range 50 {
+		e := newEndpoint(t, verbs.QPConfig{SendDepth: 4, RecvDepth: 4})
+		q := e.qp.QPN()
+		assert.False(t, seen[q], "QPN %#x twice", q)
+		assert.True(t, q >= 2 && q <= 0xFFFFFE, "QPN %#x", q)
+		seen[q] = true
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.5.5.5", false)
+	_, ah := s.join("239.5.5.5", true)
+	send := []verbs.SendWR{{SGE: s.sendSGE(0, 64), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}}
+	recv := make([]verbs.RecvWR, 1)
+	wcs := make([]verbs.WC, 4)
+	a.postRecvs(0, 8)
+	// Warm the ICRC solve table for this length.
+	s.send(ah, m.RemoteQPN, make([]byte, 64), 0, 0)
+	require.Len(t, a.recv(1, time.Second), 1)
+
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := s.qp.PostSend(send); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := s.qp.SendCQ().Poll(wcs); n != 1 {
+			t.Fatalf("send completions %d, want 1", n)
+		}
+	})
+	assert.Zero(t, allocs, "PostSend+Poll(send CQ) allocations")
+	// 201 messages now wait; receive them one at a time.
+	allocs = testing.AllocsPerRun(200, func() {
+		n, err := a.qp.RecvCQ().Poll(wcs[:1])
+		if err != nil || n != 1 {
+			t.Fatalf("Poll: %d, %v", n, err)
+		}
+		recv[0] = verbs.RecvWR{WRID: wcs[0].WRID, SGE: a.recvSGE(int(wcs[0].WRID))}
+		if _, err := a.qp.PostRecv(recv); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "Poll(recv CQ)+PostRecv allocations")
+}
