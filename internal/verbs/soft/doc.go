@@ -1,0 +1,54 @@
+// Package soft is the software verbs provider (verbs.Software): RoCEv2
+// Unreliable Datagram over ordinary UDP sockets, wire-compatible with the
+// kernel's Soft-RoCE (rxe), for machines without RDMA hardware. Importing
+// it registers the provider.
+//
+// # Devices
+//
+// Every netdev is a device "sw-<netdev>" with one port: ACTIVE while the
+// netdev is up, Ethernet link layer, active MTU verbs.MTUFromNetdev of the
+// netdev's (lo: 4096, 1500: 1024), and a GID table of the netdev's
+// addresses as RoCE v2 GIDs. Binding with neither Interface nor Addr means
+// loopback (127.0.0.1 on lo), never the default route's interface. IPv6
+// (rdma6) bindings and groups return verbs.ErrNotSupported, as rdma_cm does
+// for IPv6 groups on RoCEv2.
+//
+// # QPs and addresses
+//
+// A QP has a QPN drawn at random from [2, 0xFFFFFE] and reserved in the
+// network namespace by an abstract unix socket "rdmanet-sw-qpn-%06x", and
+// two UDP sockets on port 4791: a unicast one bound to the QP's own address
+// (every send leaves from it) and a multicast one bound to 0.0.0.0 with
+// IP_MULTICAST_ALL off, which sees only the QP's own groups. On loopback
+// the QP's address is 127.q2.q1.q0, the bytes of its QPN, so that every QP
+// on a host has its own; ID.Local reports it once the QP exists, and it is
+// the GRH source peers see. On another netdev the address is the netdev's;
+// QPs sharing it all send and receive multicast, but only one of them gets
+// unicast datagrams (which one is the kernel's choice).
+//
+// # Sending
+//
+// PostSend builds BTH, DETH, [ImmDt], pad and ICRC into per-slot scratch
+// and sends a batch with one sendmmsg, the payload straight from the
+// registered arena. Sockets send with DF set (IP_PMTUDISC_DO), so Linux
+// puts IP ID 0 in the header, as the ICRC assumes. Sends complete at once.
+//
+// # Receiving
+//
+// No goroutine runs anywhere in this package. The receive CQ's channel fd
+// is an epoll fd over both sockets: readable while a datagram waits and a
+// receive is posted. RecvCQ().Poll does the work: recvmmsg straight into the
+// posted buffers (payload at byte 40), validation (BTH, P_Key, Q_Key,
+// destination QPN and group, ICRC), a GRH area as rxe fills it for RoCEv2
+// over IPv4 (bytes 20-39 an IPv4 header), and one completion per datagram.
+// Datagrams that fail are dropped and counted (QP.Drops); their buffers
+// stay posted. With no receive posted, datagrams wait in the socket buffer
+// and the kernel drops the overflow, counted as Drops.Overflow.
+//
+// # The ICRC without the IP header
+//
+// The ICRC covers the IPv4 Identification and flags, which a UDP socket
+// cannot see. The receiver solves for them: CRC is affine, so the 17
+// unknown bits form a small linear system (see SolveIPv4ID). A corrupted
+// datagram passes with probability 2^-15 instead of 2^-32.
+package soft
