@@ -114,7 +114,7 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string) (verbs.DeviceAttr, e
 		MaxQPWR:          int(da.max_qp_wr),
 	}
 	for p := 1; p <= int(da.phys_port_cnt); p++ {
-		pa, err := queryPort(ctx, name, p)
+		pa, err := queryPort(ctx, name, p, true)
 		if err != nil {
 			return attr, err
 		}
@@ -123,7 +123,8 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string) (verbs.DeviceAttr, e
 	return attr, nil
 }
 
-func queryPort(ctx *C.struct_rn_ibv_context, name string, port int) (verbs.PortAttr, error) {
+// queryPort queries a port; withGIDs reads its whole GID table too.
+func queryPort(ctx *C.struct_rn_ibv_context, name string, port int, withGIDs bool) (verbs.PortAttr, error) {
 	var pa C.struct_rn_ibv_port_attr
 	if e := C.rn_query_port(ctx, C.int(port), &pa); e != 0 {
 		return verbs.PortAttr{}, fmt.Errorf("ibv_query_port %s port %d: %w", name, port, unix.Errno(e))
@@ -135,9 +136,11 @@ func queryPort(ctx *C.struct_rn_ibv_context, name string, port int) (verbs.PortA
 		MaxMTU:    verbs.MTUBytes(int(pa.max_mtu)),
 		LinkLayer: linkLayer(pa.link_layer),
 	}
-	// A missing sysfs GID table (containers) leaves GIDs empty.
-	attr.GIDs, _ = readGIDTable(name, port, attr.LinkLayer)
-	attr.Netdev = portNetdev(attr.GIDs)
+	if withGIDs {
+		// A missing sysfs GID table (containers) leaves GIDs empty.
+		attr.GIDs, _ = readGIDTable(name, port, attr.LinkLayer)
+		attr.Netdev = portNetdev(attr.GIDs)
+	}
 	return attr, nil
 }
 
@@ -248,7 +251,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 		return fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
 	}
 	d.maxMcast = int(da.max_mcast_grp)
-	pa, err := queryPort(ctx, name, port)
+	pa, err := queryPort(ctx, name, port, false)
 	if err != nil {
 		return err
 	}
@@ -265,15 +268,17 @@ func (d *id) resolveBinding(ip net.IP) error {
 		IP:        ip,
 		LinkLayer: pa.LinkLayer,
 		MTU:       pa.ActiveMTU,
-		Netdev:    pa.Netdev,
 	}
-	if e, ok := pickGID(pa.GIDs, sgid); ok {
+	if e, ok, _ := findGID(name, port, pa.LinkLayer, sgid); ok {
 		d.local.GIDIndex, d.local.GIDType = e.Index, e.Type
 		if e.Netdev != "" {
 			d.local.Netdev = e.Netdev
 		}
 	} else if pa.LinkLayer == verbs.LinkLayerEthernet {
 		d.local.GIDType = verbs.GIDTypeRoCEv2
+	}
+	if d.local.Netdev == "" {
+		d.local.Netdev = netdevOf(ip)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -21,18 +22,56 @@ var sysfsRoot = "/sys/class/infiniband"
 // zero GIDs. On InfiniBand every entry is of type IB; on Ethernet the type
 // file says "IB/RoCE v1" or "RoCE v2".
 func readGIDTable(dev string, port int, ll verbs.LinkLayer) ([]verbs.GIDEntry, error) {
+	var out []verbs.GIDEntry
+	err := scanGIDs(dev, port, ll, func(e verbs.GIDEntry) bool {
+		out = append(out, e)
+		return true
+	})
+	return out, err
+}
+
+// findGID looks gid up in a port's GID table, reading only as far as it
+// must: the first RoCE v2 (or, on InfiniBand, the first) entry with that
+// GID, else the first entry of any type. Tables have hundreds of slots,
+// mostly empty; reading them all costs a bind hundreds of milliseconds on
+// a slow machine.
+func findGID(dev string, port int, ll verbs.LinkLayer, gid verbs.GID) (verbs.GIDEntry, bool, error) {
+	var found verbs.GIDEntry
+	ok := false
+	err := scanGIDs(dev, port, ll, func(e verbs.GIDEntry) bool {
+		if e.GID != gid {
+			return true
+		}
+		if !ok {
+			found, ok = e, true
+		}
+		if ll == verbs.LinkLayerInfiniBand || e.Type == verbs.GIDTypeRoCEv2 {
+			found = e
+			return false
+		}
+		return true
+	})
+	return found, ok, err
+}
+
+// scanGIDs calls f for each non-zero entry, in index order, until f
+// returns false.
+func scanGIDs(dev string, port int, ll verbs.LinkLayer, f func(verbs.GIDEntry) bool) error {
 	dir := filepath.Join(sysfsRoot, dev, "ports", strconv.Itoa(port))
 	ents, err := os.ReadDir(filepath.Join(dir, "gids"))
 	if err != nil {
-		return nil, fmt.Errorf("rdmacore: GID table of %s port %d: %w", dev, port, err)
+		return fmt.Errorf("rdmacore: GID table of %s port %d: %w", dev, port, err)
 	}
-	var out []verbs.GIDEntry
+	idx := make([]int, 0, len(ents))
 	for _, e := range ents {
-		idx, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if i, err := strconv.Atoi(e.Name()); err == nil {
+			idx = append(idx, i)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "gids", e.Name()))
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		name := strconv.Itoa(i)
+		b, err := os.ReadFile(filepath.Join(dir, "gids", name))
 		if err != nil {
 			// Reading an unused entry fails with EINVAL on some kernels.
 			continue
@@ -41,26 +80,19 @@ func readGIDTable(dev string, port int, ll verbs.LinkLayer) ([]verbs.GIDEntry, e
 		if err != nil || g.IsZero() {
 			continue
 		}
-		ent := verbs.GIDEntry{Index: idx, GID: g, Type: verbs.GIDTypeIB}
+		ent := verbs.GIDEntry{Index: i, GID: g, Type: verbs.GIDTypeIB}
 		if ll != verbs.LinkLayerInfiniBand {
-			t, _ := os.ReadFile(filepath.Join(dir, "gid_attrs", "types", e.Name()))
+			t, _ := os.ReadFile(filepath.Join(dir, "gid_attrs", "types", name))
 			ent.Type = parseGIDType(string(t))
 		}
-		if nd, err := os.ReadFile(filepath.Join(dir, "gid_attrs", "ndevs", e.Name())); err == nil {
+		if nd, err := os.ReadFile(filepath.Join(dir, "gid_attrs", "ndevs", name)); err == nil {
 			ent.Netdev = strings.TrimSpace(string(nd))
 		}
-		out = append(out, ent)
-	}
-	sortGIDs(out)
-	return out, nil
-}
-
-func sortGIDs(g []verbs.GIDEntry) {
-	for i := 1; i < len(g); i++ {
-		for j := i; j > 0 && g[j].Index < g[j-1].Index; j-- {
-			g[j], g[j-1] = g[j-1], g[j]
+		if !f(ent) {
+			return nil
 		}
 	}
+	return nil
 }
 
 func parseGIDType(s string) verbs.GIDType {
@@ -74,28 +106,29 @@ func parseGIDType(s string) verbs.GIDType {
 	return verbs.GIDTypeIB
 }
 
-// pickGID finds the entry of gid in a GID table, preferring RoCE v2 (the
-// type rdma_cm uses for RoCE unless configured otherwise).
-func pickGID(table []verbs.GIDEntry, gid verbs.GID) (verbs.GIDEntry, bool) {
-	var found verbs.GIDEntry
-	ok := false
-	for _, e := range table {
-		if e.GID != gid {
-			continue
-		}
-		if !ok || e.Type == verbs.GIDTypeRoCEv2 && found.Type != verbs.GIDTypeRoCEv2 {
-			found, ok = e, true
-		}
-	}
-	return found, ok
-}
-
 // portNetdev is the netdev under a port: the one of its first GID entry
 // that names one.
 func portNetdev(table []verbs.GIDEntry) string {
 	for _, e := range table {
 		if e.Netdev != "" {
 			return e.Netdev
+		}
+	}
+	return ""
+}
+
+// netdevOf names the interface that has ip, or "".
+func netdevOf(ip net.IP) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return ifc.Name
+			}
 		}
 	}
 	return ""
