@@ -16,8 +16,8 @@ func BenchmarkSendRecv(b *testing.B) {
 			b.Run(fmt.Sprintf("%dB/batch%d", size, batch), func(b *testing.B) {
 				a := newEndpoint(b, verbs.QPConfig{})
 				s := newEndpoint(b, verbs.QPConfig{})
-				m, _ := a.join("239.6.6.6", false)
-				_, ah := s.join("239.6.6.6", true)
+				m, _ := a.join("239.206.6.6", false)
+				_, ah := s.join("239.206.6.6", true)
 				a.postRecvs(0, nBufs)
 				wrs := make([]verbs.SendWR, batch)
 				for i := range wrs {

@@ -92,7 +92,7 @@ func TestJoinErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer id.Close()
 	ctx := context.Background()
-	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("239.2.2.2")}, verbs.JoinOptions{})
+	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("239.202.2.2")}, verbs.JoinOptions{})
 	assert.Error(t, err, "join before CreateQP")
 	_, err = id.CreateQP(verbs.QPConfig{})
 	require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestJoinErrors(t *testing.T) {
 	assert.Equal(t, verbs.DefaultQKey, m.QKey)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = id.Join(cctx, verbs.Group{IP: net.ParseIP("239.2.2.3")}, verbs.JoinOptions{})
+	_, err = id.Join(cctx, verbs.Group{IP: net.ParseIP("239.202.2.3")}, verbs.JoinOptions{})
 	assert.ErrorIs(t, err, context.Canceled)
 	_, err = id.(*soft.ID).CreateQP(verbs.QPConfig{})
 	assert.Error(t, err)
@@ -136,7 +136,7 @@ func idQP(t *testing.T, _ verbs.ID) verbs.QP {
 
 func TestInjectEvent(t *testing.T) {
 	e := newEndpoint(t, verbs.QPConfig{})
-	m, ah := e.join("239.3.3.3", false)
+	m, ah := e.join("239.203.3.3", false)
 	ch := e.id.Events()
 	_, ok, err := ch.Next()
 	require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestClosedObjects(t *testing.T) {
 	assert.ErrorIs(t, err, verbs.ErrClosed)
 	_, _, err = id.Events().Next()
 	assert.ErrorIs(t, err, verbs.ErrClosed)
-	_, err = id.Join(context.Background(), verbs.Group{IP: net.ParseIP("239.1.1.1")}, verbs.JoinOptions{})
+	_, err = id.Join(context.Background(), verbs.Group{IP: net.ParseIP("239.201.1.1")}, verbs.JoinOptions{})
 	assert.ErrorIs(t, err, verbs.ErrClosed)
 }
 
@@ -206,7 +206,7 @@ func TestNoFdLeak(t *testing.T) {
 		require.NoError(t, err)
 		qp, err := id.CreateQP(verbs.QPConfig{SendDepth: 8, RecvDepth: 8})
 		require.NoError(t, err)
-		_, err = id.Join(context.Background(), verbs.Group{IP: net.IPv4(239, 4, byte(i>>8), byte(i))}, verbs.JoinOptions{})
+		_, err = id.Join(context.Background(), verbs.Group{IP: net.IPv4(239, 204, byte(i>>8), byte(i))}, verbs.JoinOptions{})
 		require.NoError(t, err)
 		_ = qp.RecvCQ().Channel().Fd()
 		require.NoError(t, id.Close())
@@ -228,8 +228,8 @@ func TestQPNsUniqueAndReserved(t *testing.T) {
 func TestAllocs(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{})
-	m, _ := a.join("239.5.5.5", false)
-	_, ah := s.join("239.5.5.5", true)
+	m, _ := a.join("239.205.5.5", false)
+	_, ah := s.join("239.205.5.5", true)
 	send := []verbs.SendWR{{SGE: s.sendSGE(0, 64), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}}
 	recv := make([]verbs.RecvWR, 1)
 	wcs := make([]verbs.WC, 4)

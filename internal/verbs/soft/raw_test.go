@@ -69,8 +69,8 @@ func (r *rawSender) send(t *testing.T, dg []byte, group [4]byte) {
 func TestRawBadPacketsDroppedAndCounted(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	a.postRecvs(0, 16)
-	a.join("239.1.9.1", false)
-	group := [4]byte{239, 1, 9, 1}
+	a.join("239.201.9.1", false)
+	group := [4]byte{239, 201, 9, 1}
 	r := newRawSender(t)
 	good := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
 

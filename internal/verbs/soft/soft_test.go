@@ -22,13 +22,13 @@ func TestMulticastTwoReceivers(t *testing.T) {
 	for _, e := range []*endpoint{a, b, c} {
 		e.postRecvs(0, 8)
 	}
-	a.join("239.1.2.3", false)
-	b.join("239.1.2.3", false)
-	c.join("239.1.2.4", false)
-	m, ah := s.join("239.1.2.3", true)
+	a.join("239.201.2.3", false)
+	b.join("239.201.2.3", false)
+	c.join("239.201.2.4", false)
+	m, ah := s.join("239.201.2.3", true)
 	assert.True(t, m.SendOnly)
 	assert.Equal(t, verbs.MulticastQPN, m.RemoteQPN)
-	assert.Equal(t, "::ffff:239.1.2.3", m.MGID.String())
+	assert.Equal(t, "::ffff:239.201.2.3", m.MGID.String())
 
 	msg := []byte("hello, group")
 	s.send(ah, m.RemoteQPN, msg, 0, 0)
@@ -52,8 +52,8 @@ func TestLeaveAndSendOnly(t *testing.T) {
 	s := newEndpoint(t, verbs.QPConfig{})
 	a.postRecvs(0, 8)
 	s.postRecvs(0, 8)
-	m, _ := a.join("239.1.3.1", false)
-	sm, ah := s.join("239.1.3.1", true)
+	m, _ := a.join("239.201.3.1", false)
+	sm, ah := s.join("239.201.3.1", true)
 	s.send(ah, sm.RemoteQPN, []byte("one"), 0, 0)
 	require.Len(t, a.recv(1, 2*time.Second), 1)
 	assert.Empty(t, s.recv(1, 50*time.Millisecond), "send-only member received")
@@ -63,7 +63,7 @@ func TestLeaveAndSendOnly(t *testing.T) {
 	assert.Empty(t, a.recv(1, 100*time.Millisecond), "received after Leave")
 	assert.Error(t, a.id.Leave(m.MGID), "second Leave")
 	// Rejoin: delivery resumes.
-	a.join("239.1.3.1", false)
+	a.join("239.201.3.1", false)
 	s.send(ah, sm.RemoteQPN, []byte("three"), 0, 0)
 	wcs := a.recv(1, 2*time.Second)
 	require.Len(t, wcs, 1)
@@ -132,8 +132,8 @@ func TestSelfLoopback(t *testing.T) {
 		a.postRecvs(0, 8)
 		b.postRecvs(0, 8)
 		assert.Equal(t, block, a.qp.LoopbackBlocked())
-		m, ah := a.join("239.1.4.1", false)
-		b.join("239.1.4.1", false)
+		m, ah := a.join("239.201.4.1", false)
+		b.join("239.201.4.1", false)
 		a.send(ah, m.RemoteQPN, []byte("loop"), 0, 0)
 		require.Len(t, b.recv(1, 2*time.Second), 1)
 		if block {
@@ -149,7 +149,7 @@ func TestSelfLoopback(t *testing.T) {
 
 func TestMessageSizeAndBadSGE(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
-	m, ah := a.join("239.1.5.1", true)
+	m, ah := a.join("239.201.5.1", true)
 	require.Equal(t, 4096, m.MTU)
 	wr := func(n int) verbs.SendWR {
 		return verbs.SendWR{SGE: a.sendSGE(0, n), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
@@ -175,7 +175,7 @@ func TestMessageSizeAndBadSGE(t *testing.T) {
 
 func TestSendCQFullAndChannel(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{SendDepth: 4})
-	m, ah := a.join("239.1.6.1", true)
+	m, ah := a.join("239.201.6.1", true)
 	wrs := make([]verbs.SendWR, 6)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: a.sendSGE(0, 8), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}
@@ -236,8 +236,8 @@ func waitReadable(t *testing.T, fd int, timeout time.Duration) bool {
 func TestRecvChannelReadiness(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{})
-	m, _ := a.join("239.1.7.1", false)
-	_, ah := s.join("239.1.7.1", true)
+	m, _ := a.join("239.201.7.1", false)
+	_, ah := s.join("239.201.7.1", true)
 	fd := a.qp.RecvCQ().Channel().Fd()
 	assert.False(t, readable(t, fd), "readable before anything was sent")
 
@@ -271,8 +271,8 @@ func TestRecvChannelReadiness(t *testing.T) {
 func TestNoRecvPostedOverflow(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	m, _ := a.join("239.1.8.1", false)
-	_, ah := s.join("239.1.8.1", true)
+	m, _ := a.join("239.201.8.1", false)
+	_, ah := s.join("239.201.8.1", true)
 	wrs := make([]verbs.SendWR, 64)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(0, 1024), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
