@@ -90,23 +90,20 @@ func (lc *ListenConfig) withDefaults() ListenConfig {
 // rdma-core when it is available and an active port serves the address,
 // else software.
 func chooseProvider(backend string, bc verbs.BindConfig) (verbs.Provider, error) {
-	switch backend {
-	case BackendSoftware, BackendRDMACore:
-		p, err := verbs.Lookup(backend)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.Available(); err != nil {
-			return nil, err
-		}
-		return p, nil
-	case BackendAuto:
+	if backend == BackendAuto {
 		if p, err := verbs.Lookup(BackendRDMACore); err == nil && p.Available() == nil && p.Serves(bc) {
 			return p, nil
 		}
 		return verbs.Lookup(BackendSoftware)
 	}
-	return nil, fmt.Errorf("unknown backend %q: want auto, software or rdma-core", backend)
+	p, err := verbs.Lookup(backend)
+	if err != nil {
+		return nil, fmt.Errorf("unknown backend %q: want auto, software or rdma-core", backend)
+	}
+	if err := p.Available(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // ListenMulticast is like the package function ListenMulticast, with the

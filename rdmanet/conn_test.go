@@ -465,3 +465,29 @@ func TestErrorsAreOpErrors(t *testing.T) {
 	require.Equal(t, "read", op.Op)
 	require.Equal(t, "rdma", op.Net)
 }
+
+func TestBackendChoice(t *testing.T) {
+	if testDevice != "" {
+		t.Skip("checks the choice on a machine without RDMA devices")
+	}
+	g := newGroup()
+	c, err := rdmanet.ListenMulticast("rdma", nil, g)
+	require.NoError(t, err)
+	require.Equal(t, "software", c.Backend().Name, "auto without an RDMA port serving loopback")
+	c.Close()
+
+	t.Setenv(rdmanet.EnvBackend, "nonsense")
+	_, err = rdmanet.ListenMulticast("rdma", nil, g)
+	require.ErrorContains(t, err, `unknown backend "nonsense"`)
+
+	t.Setenv(rdmanet.EnvBackend, "rdma-core")
+	_, err = rdmanet.ListenMulticast("rdma", nil, g)
+	require.Error(t, err, "rdma-core has no device serving loopback here")
+
+	t.Setenv(rdmanet.EnvBackend, "software")
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore}
+	c, err = lc.ListenMulticast(t.Context(), "rdma", nil, g)
+	require.NoError(t, err, "the environment overrides the config")
+	require.Equal(t, "software", c.Backend().Name)
+	c.Close()
+}

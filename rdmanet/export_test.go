@@ -1,0 +1,82 @@
+package rdmanet
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// InjectEvent raises an asynchronous event on a software-backend conn's ID.
+func InjectEvent(c *Conn, ev verbs.Event) error { return soft.InjectEvent(c.id, ev) }
+
+// BackendStuckSends is a test backend: the software provider, except that
+// send completions never arrive, so the send ring fills and writes block.
+const BackendStuckSends = "test-stuck-sends"
+
+func init() { verbs.Register(stuckProvider{}) }
+
+type stuckProvider struct{}
+
+func (stuckProvider) soft() verbs.Provider {
+	p, err := verbs.Lookup(verbs.Software)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+func (stuckProvider) Name() string                           { return BackendStuckSends }
+func (p stuckProvider) Available() error                     { return p.soft().Available() }
+func (p stuckProvider) Devices() ([]verbs.DeviceAttr, error) { return p.soft().Devices() }
+func (p stuckProvider) Serves(cfg verbs.BindConfig) bool     { return false }
+func (p stuckProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
+	id, err := p.soft().Bind(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &stuckID{ID: id}, nil
+}
+
+type stuckID struct {
+	verbs.ID
+	cq *stuckCQ
+}
+
+func (s *stuckID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
+	qp, err := s.ID.CreateQP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	s.cq = &stuckCQ{efd: efd}
+	return &stuckQP{QP: qp, cq: s.cq}, nil
+}
+
+func (s *stuckID) Close() error {
+	err := s.ID.Close()
+	if s.cq != nil {
+		unix.Close(s.cq.efd)
+		s.cq = nil
+	}
+	return err
+}
+
+type stuckQP struct {
+	verbs.QP
+	cq *stuckCQ
+}
+
+func (q *stuckQP) SendCQ() verbs.CQ { return q.cq }
+
+// stuckCQ never completes anything; its channel never fires.
+type stuckCQ struct{ efd int }
+
+func (c *stuckCQ) Poll([]verbs.WC) (int, error) { return 0, nil }
+func (c *stuckCQ) ReqNotify() error             { return nil }
+func (c *stuckCQ) Channel() verbs.Channel       { return c }
+func (c *stuckCQ) Fd() int                      { return c.efd }
+func (c *stuckCQ) GetEvents() (int, error)      { return 0, nil }
+func (c *stuckCQ) AckEvents(int)                {}
