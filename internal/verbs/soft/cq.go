@@ -182,6 +182,7 @@ func (c *recvCQ) init(q *QP, depth int) error {
 	c.names = make([]unix.RawSockaddrInet4, b)
 	c.ctrl = make([][ctrlSize]byte, b)
 	c.kept = make([]rqEntry, b)
+	c.initScratch()
 	return nil
 }
 
@@ -258,7 +259,10 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	start := c.turn
 	c.turn ^= 1
 	n := 0
-	for round := 0; round < 8 && n < len(wcs) && c.n > 0 && !(drained[0] && drained[1]); round++ {
+	// Read until a completion is found or both sockets are dry: a reader
+	// sleeps on the channel only after Poll returned 0, and the channel
+	// must not be readable then (bad datagrams are dropped on the way).
+	for round := 0; n < len(wcs) && c.n > 0 && !(drained[0] && drained[1]); round++ {
 		s := (start + round) & 1
 		if drained[s] {
 			continue
@@ -281,24 +285,37 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 }
 
 // recv points the first k scratch slots at the first k posted buffers and
-// reads up to k datagrams.
+// reads up to k datagrams. The parts of each slot that never change (header
+// and tail scratch, name and control buffers) were set once by initScratch:
+// only the payload iovec and the lengths the kernel overwrites are reset.
 func (c *recvCQ) recv(fd, k int) (int, error) {
+	j := c.head
 	for i := range k {
-		e := &c.rq[(c.head+i)%len(c.rq)]
-		setIov(&c.iov[i][0], c.hdr[i][:])
-		setIov(&c.iov[i][1], e.buf[verbs.GRHSize:])
-		setIov(&c.iov[i][2], c.tail[i][:])
+		if j == len(c.rq) {
+			j = 0
+		}
+		setIov(&c.iov[i][1], c.rq[j].buf[verbs.GRHSize:])
+		j++
 		m := &c.msgs[i]
-		m.Hdr.Name = (*byte)(unsafe.Pointer(&c.names[i]))
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
-		m.Hdr.Iov = &c.iov[i][0]
-		m.Hdr.SetIovlen(3)
-		m.Hdr.Control = &c.ctrl[i][0]
 		m.Hdr.SetControllen(ctrlSize)
 		m.Hdr.Flags = 0
 		m.Len = 0
 	}
 	return recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
+}
+
+// initScratch sets the constant parts of the recvmmsg scratch slots.
+func (c *recvCQ) initScratch() {
+	for i := range c.msgs {
+		setIov(&c.iov[i][0], c.hdr[i][:])
+		setIov(&c.iov[i][2], c.tail[i][:])
+		m := &c.msgs[i]
+		m.Hdr.Name = (*byte)(unsafe.Pointer(&c.names[i]))
+		m.Hdr.Iov = &c.iov[i][0]
+		m.Hdr.SetIovlen(3)
+		m.Hdr.Control = &c.ctrl[i][0]
+	}
 }
 
 // complete validates the got datagrams that landed in the first got posted

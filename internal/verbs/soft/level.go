@@ -1,6 +1,9 @@
 package soft
 
 // LevelTriggered implements verbs.LevelTriggered: the receive channel is an
-// epoll fd over the QP's sockets, readable exactly while Poll would find a
-// datagram for a posted receive. There is nothing to arm or drain.
+// epoll fd over the QP's sockets, readable while a datagram waits for a
+// posted receive, and Poll reads until it finds a completion or both
+// sockets are dry (dropping bad datagrams on the way). So after Poll
+// returned 0 the fd is quiet, and a waiter may sleep at once: there is
+// nothing to arm or drain.
 func (ch *recvChannel) LevelTriggered() bool { return true }
