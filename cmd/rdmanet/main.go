@@ -4,6 +4,7 @@
 //
 //	rdmanet devices            backends, devices, ports, GIDs, netdevs
 //	rdmanet mgid 239.1.2.3     the MGIDs of a group (or the groups of an MGID)
+//	rdmanet perf pingpong      latency (or throughput, loss) on loopback or a fabric
 //
 // Bad input exits with status 2 and a message on stderr; a failure while
 // running exits with status 1.
@@ -35,6 +36,7 @@ type command struct {
 var commands = []command{
 	{"devices", "[-root DIR]", "show the backends, and per RDMA device and port: state, MTU, link layer, GIDs", runDevices},
 	{"mgid", "[-pkey P_KEY] [-scope SCOPE] GROUP|MGID", "print the MGIDs of a multicast group, or the groups an MGID comes from", runMGID},
+	{"perf", perfArgs, "measure latency (pingpong) or throughput and loss over rdmanet, or over UDP with -baseline udp", runPerf},
 }
 
 // usageError is bad input: the command prints it and exits 2.
