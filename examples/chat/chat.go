@@ -424,9 +424,15 @@ func (c *Chat) stats() {
 		fmt.Sprintf("* datagrams: sent %d, received %d, ignored %d; rdmanet sent %d, received %d, dropped %s",
 			dg.sent, dg.received, dg.ignored, s.Sent, s.Received, drops),
 	}
-	if k.Injected > 0 || k.Refused > 0 {
-		lines = append(lines, fmt.Sprintf("* not sent: %d dropped on purpose (-drop-every %d), %d too long",
-			k.Injected, c.opt.DropEvery, k.Refused))
+	var notSent []string
+	if k.Injected > 0 {
+		notSent = append(notSent, fmt.Sprintf("%d dropped on purpose (-drop-every %d)", k.Injected, c.opt.DropEvery))
+	}
+	if k.Refused > 0 {
+		notSent = append(notSent, fmt.Sprintf("%d too long", k.Refused))
+	}
+	if len(notSent) > 0 {
+		lines = append(lines, "* not sent: "+strings.Join(notSent, ", "))
 	}
 	for _, l := range lines {
 		c.disp.Println(l)
