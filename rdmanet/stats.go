@@ -13,8 +13,8 @@ type Stats struct {
 	// Truncated counts datagrams longer than the read buffer: the rest
 	// was discarded, as with UDP.
 	Truncated uint64
-	// Loopback counts own multicast messages filtered because loopback is
-	// off and the device could not block them.
+	// Loopback counts own multicast messages not delivered because
+	// loopback is off (blocked by the device, or filtered by the conn).
 	Loopback uint64
 	// Dropped counts datagrams lost before the caller could read them, by
 	// reason: "overflow" (no receive buffer posted: the receiver fell
@@ -27,6 +27,10 @@ type Stats struct {
 	// Rejoins counts group rejoins after MULTICAST_ERROR events.
 	Rejoins uint64
 }
+
+// ownLoopback is the drop reason under which a provider counts the QP's own
+// multicast that it blocked (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+const ownLoopback = "own loopback"
 
 type counters struct {
 	sent, received, truncated, loopback uint64
@@ -51,7 +55,12 @@ func (c *Conn) Stats() Stats {
 	}
 	if dc, ok := c.qp.(verbs.DropCounter); ok {
 		for k, v := range dc.DropCounts() {
-			if v > 0 {
+			switch {
+			case v == 0:
+			case k == ownLoopback:
+				// Blocked by the device on request: not a loss.
+				s.Loopback += v
+			default:
 				s.Dropped[k] += v
 			}
 		}

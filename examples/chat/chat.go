@@ -421,8 +421,8 @@ func (c *Chat) stats() {
 			b.Name, b.Device, b.Port, b.Netdev, c.opt.Group.IP, c.conn.MTU(), c.MaxText()),
 		fmt.Sprintf("* messages: sent %d, received %d, lost %d, duplicates %d, late %d",
 			k.Sent, k.Received, k.Lost, k.Dups, k.Late),
-		fmt.Sprintf("* datagrams: sent %d, received %d, ignored %d; rdmanet sent %d, received %d, dropped %s",
-			dg.sent, dg.received, dg.ignored, s.Sent, s.Received, drops),
+		fmt.Sprintf("* datagrams: sent %d, received %d, ignored %d; rdmanet sent %d, received %d, dropped %s, own copies not looped back %d",
+			dg.sent, dg.received, dg.ignored, s.Sent, s.Received, drops, s.Loopback),
 	}
 	var notSent []string
 	if k.Injected > 0 {
