@@ -328,6 +328,9 @@ func (d *id) Close() error {
 		note(q.destroy())
 	}
 	note(d.destroyID())
+	if d.removed.Load() {
+		C.rn_sync_devices()
+	}
 	return errors.Join(errs...)
 }
 

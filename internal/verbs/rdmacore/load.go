@@ -66,6 +66,8 @@ int rn_load(char *err, size_t errlen)
 	SYM(cm, rdma_leave_multicast, 1);
 	SYM(cm, rdma_get_cm_event, 1);
 	SYM(cm, rdma_ack_cm_event, 1);
+	SYM(cm, rdma_get_devices, 0);
+	SYM(cm, rdma_free_devices, 0);
 #undef SYM
 	return 0;
 }

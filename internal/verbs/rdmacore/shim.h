@@ -59,6 +59,8 @@ struct rn_lib {
 	int (*rdma_leave_multicast)(struct rn_rdma_cm_id *id, struct sockaddr *addr);
 	int (*rdma_get_cm_event)(struct rn_rdma_event_channel *ch, struct rn_rdma_cm_event **ev);
 	int (*rdma_ack_cm_event)(struct rn_rdma_cm_event *ev);
+	struct rn_ibv_context **(*rdma_get_devices)(int *num);
+	void (*rdma_free_devices)(struct rn_ibv_context **list);
 };
 
 extern struct rn_lib rn_lib;
@@ -197,6 +199,19 @@ static inline int rn_get_cm_event(struct rn_rdma_event_channel *ch, struct rn_cm
 	}
 	rn_lib.rdma_ack_cm_event(ev);
 	return 0;
+}
+
+/* rn_sync_devices makes librdmacm look at the device list again
+ * (rdma_get_devices): it closes the verbs context it keeps for a removed
+ * device only then, and until it does the kernel cannot finish removing
+ * the device. */
+static inline void rn_sync_devices(void)
+{
+	if (!rn_lib.rdma_get_devices || !rn_lib.rdma_free_devices)
+		return;
+	struct rn_ibv_context **l = rn_lib.rdma_get_devices(NULL);
+	if (l)
+		rn_lib.rdma_free_devices(l);
 }
 
 /* ---- QP, CQ, PD, MR, AH ---- */
