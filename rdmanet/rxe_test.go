@@ -1,0 +1,338 @@
+package rdmanet_test
+
+// Tests against real implementations inside the Soft-RoCE VM
+// (`make test-rxe`): rdma-core's mckey, the kernel's rxe receiving from and
+// sending to the software backend, and device removal. They need
+// RDMANET_TEST_DEVICE; set but missing, they fail.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/stretchr/testify/require"
+)
+
+// needDevice skips without RDMANET_TEST_DEVICE and fails when it names a
+// device that is not there.
+func needDevice(t *testing.T) {
+	t.Helper()
+	if testDevice == "" {
+		t.Skip("no RDMA device: run `make test-rxe`")
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", testDevice)); err != nil {
+		t.Fatalf("RDMANET_TEST_DEVICE=%s: device missing: %v", testDevice, err)
+	}
+	require.NotEmpty(t, testAddr, "RDMANET_TEST_ADDR must name the device's address")
+}
+
+// needEnv returns a variable the VM harness sets, failing when a device
+// test runs without it.
+func needEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run this test through `make test-rxe`", name)
+	}
+	return v
+}
+
+// startLines runs a command and returns a channel of its output lines.
+func startLines(t *testing.T, ctx context.Context, name string, args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+	t.Helper()
+	if p, err := exec.LookPath("stdbuf"); err == nil {
+		args = append([]string{"-oL", "-eL", name}, args...)
+		name = p
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 100)
+	var all bytes.Buffer
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			all.WriteString(sc.Text() + "\n")
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, lines, &all
+}
+
+func waitLine(t *testing.T, lines <-chan string, want string, d time.Duration) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("output ended before %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q within %v", want, d)
+		}
+	}
+}
+
+func TestMckeySendsToRdmanet(t *testing.T) {
+	needDevice(t)
+	const n, size = 10, 100
+	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 1)}
+	rx := listen(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd, lines, out := startLines(t, ctx, "mckey", "-m", g.IP.String(), "-b", testAddr, "-s",
+		"-C", strconv.Itoa(n), "-S", strconv.Itoa(size))
+	buf := make([]byte, 4096)
+	for i := 0; i < n; i++ {
+		rx.SetReadDeadline(time.Now().Add(30 * time.Second))
+		k, from, err := rx.ReadFrom(buf)
+		require.NoError(t, err, "message %d of %d from mckey; mckey said:\n%s", i+1, n, out)
+		require.Equal(t, size, k, "message size")
+		require.NotEqual(t, rx.LocalAddr().(*rdmanet.Addr).QPN, from.(*rdmanet.Addr).QPN)
+	}
+	waitLine(t, lines, "data transfers complete", 30*time.Second)
+	require.NoError(t, cmd.Wait(), "mckey sender:\n%s", out)
+}
+
+func TestRdmanetSendsToMckey(t *testing.T) {
+	needDevice(t)
+	const n, size = 10, 100
+	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 2)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd, lines, out := startLines(t, ctx, "mckey", "-m", g.IP.String(), "-b", testAddr,
+		"-C", strconv.Itoa(n), "-S", strconv.Itoa(size))
+	waitLine(t, lines, "receiving data transfers", 30*time.Second)
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	msg := bytes.Repeat([]byte("m"), size)
+	for i := 0; i < n; i++ {
+		_, err := tx.WriteTo(msg, g)
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond) // UD has no flow control
+	}
+	waitLine(t, lines, "data transfers complete", 30*time.Second)
+	require.NoError(t, cmd.Wait(), "mckey receiver:\n%s", out)
+}
+
+func TestSendOnlyReceivesNothing(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	full := listen(t, g)
+	so := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	_, err := full.WriteTo([]byte("to all"), g)
+	require.NoError(t, err)
+	_, err = so.WriteTo([]byte("from send-only"), g)
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		b, _ := mustRead(t, full)
+		got[string(b)] = true
+	}
+	require.True(t, got["from send-only"], "a send-only member's messages reach the group")
+	expectNothing(t, so, 200*time.Millisecond)
+}
+
+// The software backend, in a second network namespace of the VM on the
+// far end of a veth pair, and the kernel's rxe on the near end, in one
+// group: rxe must accept our packets (headers, Q_Key, ICRC) and we must
+// parse its.
+func TestSoftwareBackendAndRXE(t *testing.T) {
+	needDevice(t)
+	ns := needEnv(t, "RDMANET_TEST_NS2")
+	nsAddr := needEnv(t, "RDMANET_TEST_NS2_ADDR")
+	peerDev := needEnv(t, "RDMANET_TEST_RXE_NS_PEER_DEVICE")
+	peerAddr := needEnv(t, "RDMANET_TEST_RXE_NS_PEER_ADDR")
+	const n = 20
+	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 3)}
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.ParseIP(peerAddr), Device: peerDev, DisableLoopback: true}
+	hw, err := lc.ListenMulticast(t.Context(), "rdma", nil, g)
+	require.NoError(t, err)
+	defer hw.Close()
+	require.Equal(t, peerDev, hw.Backend().Device)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "RDMANET_SOFT_CHILD=1", "RDMANET_SOFT_CHILD_ADDR="+nsAddr,
+		"RDMANET_SOFT_CHILD_GROUP="+g.IP.String(), "RDMANET_SOFT_CHILD_N="+strconv.Itoa(n),
+		"RDMANET_BACKEND=") // the child picks software explicitly
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	expect := func(prefix string) string {
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), prefix) {
+				return sc.Text()
+			}
+		}
+		t.Fatalf("child ended before %q; stderr:\n%s", prefix, stderr.String())
+		return ""
+	}
+	expect("READY")
+	// rxe -> software.
+	for i := 0; i < n; i++ {
+		_, err := hw.WriteTo([]byte(fmt.Sprintf("rxe->soft %d", i)), g)
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+	}
+	line := expect("GOT ")
+	require.Equal(t, fmt.Sprintf("GOT %d", n), line, "datagrams from rxe that the software backend received")
+	// software -> rxe: the child sends now.
+	buf := make([]byte, 2048)
+	got := 0
+	var from *rdmanet.Addr
+	for got < n {
+		hw.SetReadDeadline(time.Now().Add(20 * time.Second))
+		k, a, err := hw.ReadFrom(buf)
+		require.NoError(t, err, "rxe received %d of %d from the software backend; child stderr:\n%s", got, n, stderr.String())
+		require.Equal(t, fmt.Sprintf("soft->rxe %d", got), string(buf[:k]))
+		from = a.(*rdmanet.Addr)
+		got++
+	}
+	require.Equal(t, net.ParseIP(nsAddr).To4(), from.IP().To4(), "the sender's GID carries its IP")
+	// And a unicast reply from rxe to the software QP.
+	_, err = hw.WriteTo([]byte("unicast from rxe"), from)
+	require.NoError(t, err)
+	require.Equal(t, "UNICAST unicast from rxe", expect("UNICAST"))
+	require.NoError(t, cmd.Wait(), "child stderr:\n%s", stderr.String())
+}
+
+// softChild is the software-backend side of TestSoftwareBackendAndRXE,
+// run in the second namespace by the test binary itself.
+func softChild() int {
+	addr := os.Getenv("RDMANET_SOFT_CHILD_ADDR")
+	g := &net.UDPAddr{IP: net.ParseIP(os.Getenv("RDMANET_SOFT_CHILD_GROUP"))}
+	n, _ := strconv.Atoi(os.Getenv("RDMANET_SOFT_CHILD_N"))
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, LocalAddr: net.ParseIP(addr)}
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listen:", err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Fprintln(os.Stderr, "child:", c.Backend(), "MTU", c.MTU())
+	fmt.Println("READY")
+	buf := make([]byte, 2048)
+	got := 0
+	for got < n {
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		k, _, err := c.ReadFrom(buf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "read:", err, "stats:", c.Stats())
+			break
+		}
+		if want := fmt.Sprintf("rxe->soft %d", got); string(buf[:k]) != want {
+			fmt.Fprintf(os.Stderr, "got %q, want %q\n", buf[:k], want)
+			break
+		}
+		got++
+	}
+	fmt.Printf("GOT %d\n", got)
+	for i := 0; i < n; i++ {
+		if _, err := c.WriteTo([]byte(fmt.Sprintf("soft->rxe %d", i)), g); err != nil {
+			fmt.Fprintln(os.Stderr, "write:", err)
+			return 1
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	k, _, err := c.ReadFrom(buf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "unicast read:", err, "stats:", c.Stats())
+		return 1
+	}
+	fmt.Printf("UNICAST %s\n", buf[:k])
+	return 0
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("RDMANET_SOFT_CHILD") == "1" {
+		os.Exit(softChild())
+	}
+	os.Exit(m.Run())
+}
+
+// Device removal: `rdma link delete` while ReadFrom is blocked makes it
+// return within a second. It makes its own throwaway rxe device, so it runs
+// only in the VM.
+func TestRXEDeviceRemoval(t *testing.T) {
+	needDevice(t)
+	needEnv(t, "RDMANET_TEST_NS2") // set only by the VM harness
+	run := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(args, " "), out)
+	}
+	run("ip", "link", "add", "vethrm0", "type", "veth", "peer", "name", "vethrm1")
+	defer exec.Command("ip", "link", "del", "vethrm0").Run()
+	run("ip", "addr", "add", "10.96.0.1/24", "dev", "vethrm0")
+	run("ip", "link", "set", "vethrm0", "up")
+	run("ip", "link", "set", "vethrm1", "up")
+	run("rdma", "link", "add", "rxerm", "type", "rxe", "netdev", "vethrm0")
+	deleted := false
+	defer func() {
+		if !deleted {
+			exec.Command("rdma", "link", "delete", "rxerm").Run()
+		}
+	}()
+	// Wait for the GID of the address.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile("/sys/class/infiniband/rxerm/ports/1/gids/1")
+		if strings.Contains(string(b), "0a60:0001") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fds := countFDs(t)
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.IPv4(10, 96, 0, 1), Device: "rxerm"}
+	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, &net.UDPAddr{IP: net.IPv4(239, 1, 50, 4)})
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.ReadFrom(make([]byte, 100))
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	delDone := make(chan error, 1)
+	go func() { delDone <- exec.Command("rdma", "link", "delete", "rxerm").Run() }()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
+		require.Less(t, time.Since(start), time.Second)
+	case <-time.After(time.Second):
+		t.Fatal("a blocked ReadFrom did not return within a second of `rdma link delete`")
+	}
+	_, err = c.WriteTo([]byte("x"), &net.UDPAddr{IP: net.IPv4(239, 1, 50, 4)})
+	require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
+	require.NoError(t, c.Close())
+	select {
+	case err := <-delDone:
+		require.NoError(t, err, "rdma link delete")
+		deleted = true
+	case <-time.After(10 * time.Second):
+		t.Fatal("rdma link delete did not finish after Close")
+	}
+	require.Equal(t, fds, countFDs(t), "fds after Close")
+}
