@@ -132,6 +132,7 @@ type recvCQ struct {
 	// interest: the sockets are in the epoll set with EPOLLIN.
 	interest bool
 	ev       unix.EpollEvent
+	evs      [2]unix.EpollEvent // Poll's readiness scratch
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -255,7 +256,24 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	}
 	defer c.updateInterest()
 	socks := [2]int{c.q.mcFd, c.q.uniFd}
-	var drained [2]bool
+	if c.n == 0 {
+		return 0, nil
+	}
+	// Ask the channel's own epoll set which sockets have datagrams: one
+	// cheap syscall instead of a failed recvmmsg per socket, and only
+	// ready sockets are read.
+	drained := [2]bool{true, true}
+	nev, err := epollWait(c.epfd, c.evs[:])
+	if err != nil && err != unix.EINTR {
+		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
+	}
+	for _, ev := range c.evs[:max(nev, 0)] {
+		for i, fd := range socks {
+			if int(ev.Fd) == fd {
+				drained[i] = false
+			}
+		}
+	}
 	start := c.turn
 	c.turn ^= 1
 	n := 0

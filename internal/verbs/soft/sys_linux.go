@@ -14,9 +14,11 @@ type mmsghdr struct {
 	Len uint32
 }
 
+// recvmmsg is only called with MSG_DONTWAIT: it never blocks, so it
+// skips the scheduler's syscall bookkeeping (RawSyscall6).
 func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -25,6 +27,15 @@ func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 		}
 		return int(n), nil
 	}
+}
+
+// epollWait polls an epoll set without blocking (timeout 0).
+func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
