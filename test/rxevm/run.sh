@@ -42,8 +42,8 @@ check_prereqs() {
     missing+=("$what")
     [[ " ${pkgs[*]} " == *" $pkg "* ]] || pkgs+=("$pkg")
   done
-  # Debian's busybox (not -static) is dynamic; the VM has no libc for it at
-  # the point where /init starts... and its applets are what /init runs on.
+  # /init runs on busybox, which is copied without libraries: it must be
+  # the static build.
   if [[ -e /bin/busybox ]] && ldd /bin/busybox >/dev/null 2>&1; then
     missing+=("static /bin/busybox") pkgs+=(busybox-static)
   fi
@@ -114,7 +114,9 @@ main() {
 
   echo
   log "---- results (full VM log: $vmlog)"
-  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |SUMMARY|SETUP-FAIL)' "$vmlog" | sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
+  # Markers, and Go's benchmark result lines (name, N, ns/op, ...).
+  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^ ]+ +[0-9]+ ' "$vmlog" |
+    sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
 
