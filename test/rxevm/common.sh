@@ -3,6 +3,8 @@
 # kernel.sh and initramfs.sh. Every setting can be overridden from the
 # environment (or `make test-rxe NAME=value`); test/rxevm/README.md lists them.
 
+# The variables are used by the scripts that source this file:
+# shellcheck disable=SC2034
 RXEVM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$RXEVM_DIR/../.." && pwd)
 

@@ -114,6 +114,7 @@ main() {
   deb=$(fetch_deb "$pkg")
   # One directory per package build and module list: changing RXEVM_MODULES
   # picks again from the cached .deb instead of reusing a stale selection.
+  # shellcheck disable=SC2086 # one line per module name
   key=$(printf '%s\n' "$(basename "$deb" .deb)" $RXEVM_MODULES | sha256sum | cut -c1-12)
   out=$RXEVM_CACHE/kernel/${pkg#linux-image-}-$key
   if [[ ! -e $out/.complete ]]; then
