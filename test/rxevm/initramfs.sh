@@ -102,11 +102,10 @@ build_commands() {
 declare -A COPIED=()
 
 # vm_path PATH: where a host file goes in the VM's merged /usr
-# (/lib/x/libc.so.6 -> /usr/lib/x/libc.so.6).
+# (/lib/x/libc.so.6 -> /usr/lib/x/libc.so.6, /lib64/ld-linux... -> /usr/lib64/...).
 vm_path() {
   case $1 in
     /usr/*) echo "$1" ;;
-    /lib64/*) echo "/usr$1" ;; # the ELF interpreter; /lib64 -> usr/lib64
     *) echo "/usr$1" ;;
   esac
 }

@@ -91,7 +91,7 @@ boot() {
 }
 
 main() {
-  local t0 t kernel_dir image vmlog qemu_status rc boot_s
+  local t0 t kernel_dir image vmlog qemu_status rc kernel_s build_s vm_s boot_s
   t0=$(now)
   check_prereqs
   mkdir -p "$RXEVM_WORK"
@@ -101,21 +101,21 @@ main() {
 
   t=$(now)
   kernel_dir=$("$RXEVM_DIR/kernel.sh")
-  local kernel_s; kernel_s=$(since "$t")
+  kernel_s=$(since "$t")
   t=$(now)
   image=$("$RXEVM_DIR/initramfs.sh" "$kernel_dir")
-  local build_s; build_s=$(since "$t")
+  build_s=$(since "$t")
 
   vmlog=$RXEVM_WORK/vm.log
   t=$(now)
   qemu_status=0
   boot "$kernel_dir" "$image" "$vmlog" || qemu_status=$?
-  local vm_s; vm_s=$(since "$t")
+  vm_s=$(since "$t")
 
   echo
   log "---- results (full VM log: $vmlog)"
   # Markers, and Go's benchmark result lines (name, N, ns/op, ...).
-  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^ ]+ +[0-9]+ ' "$vmlog" |
+  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
     sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
