@@ -12,8 +12,8 @@ import (
 
 func TestListenCloseCyclesLeakNothing(t *testing.T) {
 	cycles := 1000
-	if testing.Short() {
-		cycles = 100
+	if testing.Short() || testDevice != "" {
+		cycles = 100 // rdma_cm joins under the VM's emulated CPU are slow
 	}
 	g := newGroup()
 	// Warm up once: lazy runtime and package state is not a leak.
@@ -50,7 +50,10 @@ func TestSlowReceiverDropsAndCounts(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	before := ms.HeapInuse
 	payload := make([]byte, 1024)
-	const sent = 20000
+	sent := 20000
+	if testDevice != "" {
+		sent = 2000 // the VM's Soft-RoCE is slow: still 30x the ring
+	}
 	for i := 0; i < sent; i++ {
 		_, err := tx.WriteTo(payload, g)
 		require.NoError(t, err)
@@ -82,7 +85,11 @@ func TestSlowReceiverDropsAndCounts(t *testing.T) {
 	}
 	t.Logf("sent %d, received %d, dropped %v", sent, got, st.Dropped)
 	require.Less(t, got, sent, "a receiver that never read cannot have kept everything")
-	require.Greater(t, dropped, uint64(0), "drops must be counted")
+	if testDevice == "" {
+		// The software backend counts what the kernel dropped for it; on
+		// rdma-core, rxe and NICs count UD drops per port, not per QP.
+		require.Equal(t, uint64(sent), uint64(got)+dropped, "every datagram is received or counted as dropped")
+	}
 	runtime.ReadMemStats(&ms)
 	require.Less(t, int64(ms.HeapInuse)-int64(before), int64(8<<20), "heap must not grow with the backlog")
 }
@@ -144,10 +151,10 @@ func TestHotPathAllocations(t *testing.T) {
 }
 
 func TestManyBlockedReadersFewThreads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("opens 1000 conns")
+	n := 1000
+	if testing.Short() || testDevice != "" {
+		n = 100 // each conn pins memory and joins through rdma_cm
 	}
-	const n = 1000
 	g := newGroup()
 	conns := make([]*rdmanet.Conn, 0, n)
 	for i := 0; i < n; i++ {
