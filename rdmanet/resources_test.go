@@ -155,13 +155,13 @@ func TestManyBlockedReadersFewThreads(t *testing.T) {
 	if testing.Short() || testDevice != "" {
 		n = 100 // each conn pins memory and joins through rdma_cm
 	}
-	g := newGroup()
 	conns := make([]*rdmanet.Conn, 0, n)
 	for i := 0; i < n; i++ {
 		lc := testConfig()
 		lc.RecvDepth, lc.SendDepth = 8, 8
-		c, err := lc.ListenMulticast(t.Context(), "rdma", nil, g)
-		require.NoError(t, err)
+		// A group each: devices limit the QPs attached to one MGID (rxe: 56).
+		c, err := lc.ListenMulticast(t.Context(), "rdma", nil, newGroup())
+		require.NoError(t, err, "conn %d", i)
 		conns = append(conns, c)
 	}
 	done := make(chan struct{}, n)
