@@ -56,9 +56,19 @@ type rdmaEP struct {
 	in    []rdmanet.Message
 }
 
+// benchConfig is the software backend on loopback, or, in the Soft-RoCE VM
+// (RDMANET_TEST_DEVICE and RDMANET_TEST_ADDR set), rdma-core on that
+// device, to set beside the harness's ib_send_bw run.
+func benchConfig() rdmanet.ListenConfig {
+	if dev := os.Getenv("RDMANET_TEST_DEVICE"); dev != "" {
+		return rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, Device: dev, LocalAddr: net.ParseIP(os.Getenv("RDMANET_TEST_ADDR"))}
+	}
+	return rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+}
+
 func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duration) *rdmaEP {
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: sendOnly, DisableLoopback: true,
-		RecvDepth: 2048, SendDepth: 256, Spin: spin}
+	lc := benchConfig()
+	lc.SendOnly, lc.DisableLoopback, lc.RecvDepth, lc.SendDepth, lc.Spin = sendOnly, true, 2048, 256, spin
 	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
 	if err != nil {
 		tb.Fatal(err)

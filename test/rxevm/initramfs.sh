@@ -78,6 +78,16 @@ build_tests() {
     n=$((n + 1))
   done < <(go_list $RXEVM_PKGS)
   [[ $n -gt 0 ]] || die "no test binaries: RXEVM_PKGS='$RXEVM_PKGS' has no package with tests"
+  # Tests may read another package's testdata by relative path (the
+  # command's tests read ipoib's fake sysfs trees): copy every testdata
+  # directory of the tree, not only those of the packages built.
+  local td
+  while IFS= read -r td; do
+    rel=$(realpath --relative-to="$REPO_ROOT" "$td")
+    [[ -d $R/rdmanet/$rel ]] && continue
+    mkdir -p "$R/rdmanet/$(dirname "$rel")"
+    cp -a "$td" "$R/rdmanet/$rel"
+  done < <(find "$REPO_ROOT" -path "$REPO_ROOT/test/rxevm/.*" -prune -o -type d -name testdata -print)
   log "tests: built $n binaries: $(cut -d' ' -f2 "$R/rdmanet/tests/manifest" | tr '\n' ' ')"
 }
 

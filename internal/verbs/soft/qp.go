@@ -170,9 +170,10 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		mcFd:      -1,
 	}
 	q.scq.efd, q.rcq.epfd = -1, -1
+	built := q // the error returns below set q to nil
 	defer func() {
 		if err != nil {
-			q.closeFds()
+			built.closeFds()
 			err = fmt.Errorf("soft: ibv_create_qp: %w", err)
 		}
 	}()
@@ -213,6 +214,9 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	mcOpts := append(rxOpts[:len(rxOpts):len(rxOpts)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
 	if q.mcFd, err = udpSocket([4]byte{}, mcOpts); err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			return nil, fmt.Errorf("multicast socket 0.0.0.0:%d: %w (the kernel's Soft-RoCE binds it in this network namespace: use the rdma-core backend here, or the software backend in another namespace)", UDPPort, err)
+		}
 		return nil, fmt.Errorf("multicast socket 0.0.0.0:%d: %w", UDPPort, err)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
