@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"golang.org/x/net/ipv4"
 )
@@ -220,6 +221,7 @@ func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
 	b.ResetTimer()
 	start := time.Now()
 	s0 := sent.Load()
+	c0 := rdmacore.Crossings()
 	got := 0
 	for got < b.N {
 		if batch {
@@ -238,6 +240,10 @@ func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
 	el := time.Since(start)
 	b.StopTimer()
 	s1 := sent.Load()
+	if c1 := rdmacore.Crossings(); c1 > c0 {
+		// rdma-core only: sender and receiver together, per message sent.
+		b.ReportMetric(float64(c1-c0)/float64(s1-s0), "cgo/msg")
+	}
 	close(stop)
 	tx.close()
 	rx.close()

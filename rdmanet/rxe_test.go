@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
@@ -366,4 +367,53 @@ func TestRXEDeviceRemoval(t *testing.T) {
 	// librdmacm also lets go of the removed device's context: fewer fds
 	// than before is expected, more would be a leak.
 	require.LessOrEqual(t, countFDs(t), fds, "fds after Close: %v", fdLinks())
+}
+
+// Batching on rdma-core: a batch of sends is one post, a batch of
+// completions one poll, and consumed buffers go back 32 at a time, so the
+// data path crosses into C at most twice per 32 messages on each side.
+func TestBatchCrossings(t *testing.T) {
+	needDevice(t)
+	const batch, batches = 32, 16
+	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 5)}
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = 1024 })
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	ga, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	ms := make([]rdmanet.Message, batch)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, 64), Addr: ga}
+	}
+	c0 := rdmacore.Crossings()
+	for i := 0; i < batches; i++ {
+		n, err := tx.WriteBatch(ms)
+		require.NoError(t, err)
+		require.Equal(t, batch, n)
+	}
+	c1 := rdmacore.Crossings()
+	sent := batch * batches
+	perSend := float64(c1-c0) / float64(sent)
+	t.Logf("sender: %d crossings for %d messages: %.4f per message", c1-c0, sent, perSend)
+	require.LessOrEqual(t, perSend, 2.0/batch)
+
+	time.Sleep(2 * time.Second) // let rxe deliver everything before reading
+	in := make([]rdmanet.Message, batch)
+	for i := range in {
+		in[i].Buffer = make([]byte, 128)
+	}
+	got := 0
+	c2 := rdmacore.Crossings()
+	for got < sent {
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := rx.ReadBatch(in)
+		if err != nil {
+			break
+		}
+		got += n
+	}
+	c3 := rdmacore.Crossings()
+	require.Greater(t, got, sent*9/10, "received %d of %d", got, sent)
+	perRecv := float64(c3-c2) / float64(got)
+	t.Logf("receiver: %d crossings for %d messages: %.4f per message", c3-c2, got, perRecv)
+	require.LessOrEqual(t, perRecv, 2.0/batch)
 }

@@ -353,6 +353,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	for len(wrs) > 0 {
 		n := min(len(wrs), batch)
 		var posted C.int
+		crossings.Add(1)
 		e := C.rn_post_recv(q.ctx, C.int(n), (*C.struct_rn_recv_in)(unsafe.Pointer(&wrs[0])), &posted)
 		total += int(posted)
 		if e != 0 {
@@ -380,6 +381,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 			return nil
 		}
 		var posted C.int
+		crossings.Add(1)
 		e := C.rn_post_send(q.ctx, C.int(k), &q.sendBuf[0], &posted)
 		total += int(posted)
 		k = 0
@@ -472,6 +474,7 @@ func (c *cq) destroy() error {
 	if c.cq != nil {
 		c.evMu.Lock()
 		if n := c.got - c.acked; n > 0 {
+			crossings.Add(1)
 			C.rn_ack_cq_events(c.cq, C.uint(n))
 			c.acked = c.got
 		}
@@ -499,6 +502,7 @@ func (c *cq) Poll(wcs []verbs.WC) (int, error) {
 	if len(wcs) == 0 {
 		return 0, nil
 	}
+	crossings.Add(1)
 	n := C.rn_poll(c.cq, C.int(len(wcs)), (*C.struct_rn_wc_out)(unsafe.Pointer(&wcs[0])))
 	if n < 0 {
 		return 0, fmt.Errorf("ibv_poll_cq: %w", unix.Errno(-n))
@@ -510,6 +514,7 @@ func (c *cq) ReqNotify() error {
 	if err := c.d.check("ibv_req_notify_cq"); err != nil {
 		return err
 	}
+	crossings.Add(1)
 	if e := C.rn_req_notify(c.cq); e != 0 {
 		return fmt.Errorf("ibv_req_notify_cq: %w", unix.Errno(e))
 	}
@@ -532,6 +537,7 @@ func (ch *compChannel) GetEvents() (int, error) {
 		return 0, err
 	}
 	var n C.int
+	crossings.Add(1)
 	e := C.rn_get_cq_events(c.ch, &n)
 	c.evMu.Lock()
 	c.got += uint64(n)
@@ -556,6 +562,7 @@ func (ch *compChannel) AckEvents(n int) {
 	}
 	c.pending += uint32(n)
 	if c.pending >= ackBatch {
+		crossings.Add(1)
 		C.rn_ack_cq_events(c.cq, C.uint(c.pending))
 		c.acked += uint64(c.pending)
 		c.pending = 0
