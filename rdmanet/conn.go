@@ -26,7 +26,7 @@ type Conn struct {
 	qp      verbs.QP
 	local   verbs.Binding
 	self    Addr // this QP's address
-	mtu     int
+	mtu     atomic.Int32 // path MTU: the port's, lowered by joins
 
 	ctx      context.Context // canceled by Close: bounds joins
 	cancel   context.CancelFunc
@@ -90,7 +90,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 		return nil, c.opError("listen", group, err)
 	}
 	c.local = c.id.Local() // the provider may refine it once the QP exists
-	c.mtu = c.local.MTU
+	c.mtu.Store(int32(c.local.MTU))
 	c.self = Addr{GID: ipoib.GID(c.local.GID), QPN: c.qp.QPN()}
 	if g, ok := c.qp.(interface{ GID() verbs.GID }); ok {
 		c.self.GID = ipoib.GID(g.GID())
@@ -199,7 +199,7 @@ func (c *Conn) localAddr() net.Addr {
 
 // MTU returns the largest payload a write may carry: the path MTU of the
 // port (and of every joined group). Longer writes fail.
-func (c *Conn) MTU() int { return c.mtu }
+func (c *Conn) MTU() int { return int(c.mtu.Load()) }
 
 // Backend is which backend the conn uses and where it is bound.
 type Backend struct {

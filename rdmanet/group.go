@@ -76,8 +76,8 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		c.grp.byIP[ip] = ms
 	}
 	c.grp.byMGID[ipoib.GID(m.MGID)] = ms
-	if m.MTU > 0 && m.MTU < c.mtu {
-		c.mtu = m.MTU
+	if m.MTU > 0 && m.MTU < c.MTU() {
+		c.mtu.Store(int32(m.MTU))
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ type recvState struct {
 
 func (c *Conn) initRecv() error {
 	r := &c.rd
-	r.slotSize = uint32((verbs.GRHSize + c.mtu + 63) &^ 63)
+	r.slotSize = uint32((verbs.GRHSize + c.MTU() + 63) &^ 63)
 	var err error
 	if r.arena, err = verbs.NewArena(int(r.slotSize) * c.cfg.RecvDepth); err != nil {
 		return err

@@ -42,7 +42,7 @@ func (c *Conn) initSend() error {
 	s := &c.wr
 	s.depth = uint64(c.cfg.SendDepth)
 	s.signalEvery = s.depth / 4
-	s.slotSize = uint32((c.mtu + 63) &^ 63)
+	s.slotSize = uint32((c.MTU() + 63) &^ 63)
 	s.maxInline = c.qp.MaxInline()
 	var err error
 	if s.arena, err = verbs.NewArena(int(s.slotSize) * int(s.depth)); err != nil {
@@ -206,8 +206,8 @@ func (c *Conn) post() (int, error) {
 }
 
 func (c *Conn) checkSize(n int) error {
-	if n > c.mtu {
-		return &msgSizeError{n, c.mtu}
+	if mtu := c.MTU(); n > mtu {
+		return &msgSizeError{n, mtu}
 	}
 	return nil
 }
