@@ -25,7 +25,7 @@ type Conn struct {
 	id      verbs.ID
 	qp      verbs.QP
 	local   verbs.Binding
-	self    Addr // this QP's address
+	self    Addr         // this QP's address
 	mtu     atomic.Int32 // path MTU: the port's, lowered by joins
 
 	ctx      context.Context // canceled by Close: bounds joins
