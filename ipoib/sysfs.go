@@ -652,32 +652,13 @@ func readPort(dir, device string, num int, node NodeType) (Port, error) {
 		return p, fmt.Errorf("ipoib: %w", err)
 	}
 	for _, i := range idx {
-		si := strconv.Itoa(i)
-		v, ok := readTrim(filepath.Join(dir, "gids", si))
-		if !ok {
-			continue
-		}
-		g, err := ParseGID(v)
+		e, ok, err := readGIDEntry(dir, i, p.LinkLayer, node)
 		if err != nil {
-			return p, fmt.Errorf("ipoib: %s/gids/%d: %v", dir, i, err)
+			return p, err
 		}
-		if g.IsZero() {
-			continue // an unused entry
+		if ok {
+			p.GIDs = append(p.GIDs, e)
 		}
-		e := GIDEntry{Index: i, GID: g}
-		t, typed := readTrim(filepath.Join(dir, "gid_attrs", "types", si))
-		switch {
-		case !typed && node != NodeCA:
-			e.Type = GIDTypeUnknown
-		case t == "RoCE v2":
-			e.Type = GIDTypeRoCEv2
-		case p.LinkLayer == LinkLayerEthernet:
-			e.Type = GIDTypeRoCEv1 // "IB/RoCE v1" on an Ethernet port
-		default:
-			e.Type = GIDTypeIB
-		}
-		e.Netdev, _ = readTrim(filepath.Join(dir, "gid_attrs", "ndevs", si))
-		p.GIDs = append(p.GIDs, e)
 	}
 	idx, err = numbered(filepath.Join(dir, "pkeys"))
 	if err != nil {
@@ -698,6 +679,114 @@ func readPort(dir, device string, num int, node NodeType) (Port, error) {
 	}
 	return p, nil
 }
+
+// readGIDEntry reads entry i of the GID table of the port directory dir.
+// ok is false for an unused (zero or unreadable) entry.
+func readGIDEntry(dir string, i int, ll LinkLayer, node NodeType) (e GIDEntry, ok bool, err error) {
+	si := strconv.Itoa(i)
+	v, ok := readTrim(filepath.Join(dir, "gids", si))
+	if !ok {
+		return e, false, nil
+	}
+	g, err := ParseGID(v)
+	if err != nil {
+		return e, false, fmt.Errorf("ipoib: %s/gids/%d: %v", dir, i, err)
+	}
+	if g.IsZero() {
+		return e, false, nil // an unused entry
+	}
+	e = GIDEntry{Index: i, GID: g}
+	t, typed := readTrim(filepath.Join(dir, "gid_attrs", "types", si))
+	switch {
+	case !typed && node != NodeCA:
+		e.Type = GIDTypeUnknown
+	case t == "RoCE v2":
+		e.Type = GIDTypeRoCEv2
+	case ll == LinkLayerEthernet:
+		e.Type = GIDTypeRoCEv1 // "IB/RoCE v1" on an Ethernet port
+	default:
+		e.Type = GIDTypeIB
+	}
+	e.Netdev, _ = readTrim(filepath.Join(dir, "gid_attrs", "ndevs", si))
+	return e, true, nil
+}
+
+// LookupGID finds gid in the GID table of a device's port under root,
+// reading the table only as far as it must: on an Ethernet port the first
+// RoCE v2 entry with that GID, else the first entry of any type; on
+// InfiniBand the first. GID tables have hundreds of slots, mostly empty
+// (rxe has 1024), and each is a file: Discover reads them all, which costs
+// a slow machine a second or more, while the entry a bound address uses
+// is usually among the first. ok is false when the table has no such
+// GID; an error means the port's directory could not be read.
+func LookupGID(root, device string, port int, gid GID) (e GIDEntry, ok bool, err error) {
+	if root == "" {
+		root = "/"
+	}
+	ddir := filepath.Join(root, "sys/class/infiniband", device)
+	node := NodeCA
+	if v, found := readTrim(filepath.Join(ddir, "node_type")); found {
+		if n, _, err := numberColonName(v); err == nil {
+			node = NodeType(n)
+		}
+	}
+	dir := filepath.Join(ddir, "ports", strconv.Itoa(port))
+	var ll LinkLayer
+	switch v, _ := readTrim(filepath.Join(dir, "link_layer")); v {
+	case "InfiniBand":
+		ll = LinkLayerInfiniBand
+	case "Ethernet":
+		ll = LinkLayerEthernet
+	}
+	idx, err := numbered(filepath.Join(dir, "gids"))
+	if err != nil {
+		return e, false, fmt.Errorf("ipoib: %w", err)
+	}
+	if idx == nil {
+		return e, false, fmt.Errorf("ipoib: %s port %d: no GID table in %s", device, port, dir)
+	}
+	for _, i := range idx {
+		ent, valid, err := readGIDEntry(dir, i, ll, node)
+		if err != nil {
+			return e, false, err
+		}
+		if !valid || ent.GID != gid {
+			continue
+		}
+		if !ok {
+			e, ok = ent, true
+		}
+		if ll != LinkLayerEthernet || ent.Type == GIDTypeRoCEv2 {
+			return ent, true, nil
+		}
+	}
+	return e, ok, nil
+}
+
+// LookupNetdev reads one network interface from the sysfs under root,
+// without the RDMA side: Device and Port are left empty (Discover fills
+// them). It fails when the interface does not exist.
+func LookupNetdev(root, name string) (Netdev, error) {
+	if root == "" {
+		root = "/"
+	}
+	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return Netdev{}, fmt.Errorf("ipoib: bad interface name %q", name)
+	}
+	dir := filepath.Join(root, "sys/class/net", name)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return Netdev{}, fmt.Errorf("ipoib: no network interface %q", name)
+	}
+	return readNetdev(dir, name)
+}
+
+// RoCEMTU is the path MTU RoCE uses over a netdev of MTU netdevMTU, as the
+// kernel's iboe_get_mtu computes it (the MTU rdma_cm puts in RoCE path
+// records and multicast joins): the netdev MTU less the RoCE headers (GRH
+// 40, UDP 8, BTH 12, the largest extended header 28, ICRC 4, XRC 4),
+// rounded down to an IB MTU. 1500 gives 1024, 9000 and loopback's 65536
+// give 4096; below 352 it is 0.
+func RoCEMTU(netdevMTU int) int { return roceMTU(netdevMTU) }
 
 // ARPHRD values of /sys/class/net/X/type.
 const (

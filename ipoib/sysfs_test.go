@@ -232,8 +232,8 @@ func TestEnumStrings(t *testing.T) {
 
 func TestRoCEMTU(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[int]int{1500: 1024, 9000: 4096, 65536: 4096, 1100: 512, 4200: 4096, 4000: 2048, 300: 0} {
-		assert.Equal(t, want, roceMTU(in), "netdev MTU %d", in)
+	for in, want := range map[int]int{1500: 1024, 9000: 4096, 65536: 4096, 1100: 512, 4200: 4096, 4000: 2048, 352: 256, 351: 0, 300: 0} {
+		assert.Equal(t, want, RoCEMTU(in), "netdev MTU %d", in)
 	}
 }
 
@@ -242,4 +242,65 @@ func mustGID(t *testing.T, s string) GID {
 	g, err := ParseGID(s)
 	require.NoError(t, err)
 	return g
+}
+
+func TestLookupGID(t *testing.T) {
+	t.Parallel()
+	const root = "testdata/fabric"
+	// RoCE: the RoCE v2 entry of the address wins over the v1 entry
+	// before it.
+	e, ok, err := LookupGID(root, "mlx5_1", 1, mustGID(t, "::ffff:192.168.10.5"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, GIDEntry{Index: 3, GID: mustGID(t, "::ffff:192.168.10.5"), Type: GIDTypeRoCEv2, Netdev: "eth2"}, e)
+	e, ok, err = LookupGID(root, "rxe0", 1, mustGID(t, "::ffff:10.99.0.1"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, GIDEntry{Index: 1, GID: mustGID(t, "::ffff:10.99.0.1"), Type: GIDTypeRoCEv2, Netdev: "veth0"}, e)
+	// InfiniBand: the first entry, type IB, no netdev.
+	e, ok, err = LookupGID(root, "mlx5_0", 1, mustGID(t, "fe80::2:c903:a1:b2c1"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, GIDEntry{Index: 0, GID: mustGID(t, "fe80::2:c903:a1:b2c1"), Type: GIDTypeIB}, e)
+	// It agrees with what Discover reads.
+	s := fabric(t)
+	for _, d := range s.Devices {
+		for _, p := range d.Ports {
+			for _, want := range p.GIDs {
+				got, ok, err := LookupGID(root, d.Name, p.Port, want.GID)
+				require.NoError(t, err)
+				require.True(t, ok)
+				if want.Type == GIDTypeRoCEv2 || p.LinkLayer != LinkLayerEthernet {
+					assert.Equal(t, want.GID, got.GID)
+				}
+				assert.Equal(t, want.Netdev, got.Netdev)
+			}
+		}
+	}
+
+	_, ok, err = LookupGID(root, "rxe0", 1, mustGID(t, "::ffff:10.99.0.2"))
+	require.NoError(t, err)
+	assert.False(t, ok, "not in the table")
+	_, _, err = LookupGID(root, "nodev", 1, mustGID(t, "::ffff:10.99.0.1"))
+	assert.Error(t, err)
+	_, _, err = LookupGID(root, "rxe0", 2, mustGID(t, "::ffff:10.99.0.1"))
+	assert.Error(t, err, "no port 2")
+}
+
+func TestLookupNetdev(t *testing.T) {
+	t.Parallel()
+	n, err := LookupNetdev("testdata/fabric", "veth0")
+	require.NoError(t, err)
+	assert.Equal(t, "veth0", n.Name)
+	assert.Equal(t, NetdevEthernet, n.Kind)
+	assert.Equal(t, 1500, n.MTU)
+	assert.Empty(t, n.Device, "LookupNetdev does not link the RDMA side")
+	ib, err := LookupNetdev("testdata/fabric", "ib0")
+	require.NoError(t, err)
+	assert.Equal(t, NetdevIPoIB, ib.Kind)
+	assert.Equal(t, "datagram", ib.Mode)
+	for _, bad := range []string{"", "nope", "..", "../net", "bonding_masters"} {
+		_, err := LookupNetdev("testdata/fabric", bad)
+		assert.Error(t, err, "%q", bad)
+	}
 }

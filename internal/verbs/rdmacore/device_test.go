@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // Device tests run when RDMANET_TEST_DEVICE names a device (rxe0 in
@@ -173,6 +175,21 @@ func TestDeviceDevices(t *testing.T) {
 	}
 	assert.True(t, found, "no RoCE v2 GID %s in %+v", want, port.GIDs)
 	t.Logf("%s: %+v", d.name, *dev)
+
+	// The sysfs side is ipoib's: the same GID table, netdev and MTU.
+	sys, err := ipoib.Discover("/")
+	require.NoError(t, err)
+	sp := sys.Port(d.name, 1)
+	require.NotNil(t, sp)
+	var gids []verbs.GIDEntry
+	for _, e := range sp.GIDs {
+		gids = append(gids, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: verbs.GIDType(e.Type), Netdev: e.Netdev})
+	}
+	assert.Equal(t, gids, port.GIDs)
+	assert.Contains(t, sp.Netdevs, port.Netdev)
+	if port.LinkLayer == verbs.LinkLayerEthernet {
+		assert.LessOrEqual(t, port.ActiveMTU, sp.ActiveMTU, "no more than the netdev's RoCE MTU")
+	}
 }
 
 func TestDeviceBind(t *testing.T) {
@@ -191,6 +208,12 @@ func TestDeviceBind(t *testing.T) {
 		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
 	}
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, b.MTU)
+	if sys, err := ipoib.Discover("/"); assert.NoError(t, err) {
+		want, err := sys.PortForIP(netip.MustParseAddr(d.addr.String()))
+		require.NoError(t, err)
+		assert.Equal(t, ipoib.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: ipoib.GID(b.GID),
+			GIDType: ipoib.GIDType(b.GIDType), Netdev: b.Netdev}, want, "Bind vs ipoib.PortForIP")
+	}
 
 	assert.True(t, d.p.Serves(verbs.BindConfig{Addr: d.addr}), "Serves(%s)", d.addr)
 	assert.False(t, d.p.Serves(verbs.BindConfig{}), "Serves(loopback)")

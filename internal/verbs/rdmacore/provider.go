@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 func init() { verbs.Register(provider{}) }
@@ -65,7 +66,9 @@ func deviceNames() ([]string, error) {
 	return names, nil
 }
 
-// Devices opens every device and queries it and its ports.
+// Devices opens every device libibverbs lists and queries it and its
+// ports; the GID tables, netdevs and RoCE path MTUs come from sysfs
+// through ipoib.Discover.
 func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	if err := load(); err != nil {
 		return nil, err
@@ -80,6 +83,9 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 		return nil, fmt.Errorf("ibv_get_device_list: %w", unix.Errno(e))
 	}
 	defer C.rn_free_device_list(list)
+	// A sysfs that cannot be read (some containers) leaves the GID
+	// tables empty; the verbs still answer.
+	sys, _ := discover(sysfsRoot)
 	var out []verbs.DeviceAttr
 	for i := 0; i < int(n); i++ {
 		dev := C.rn_device_at(list, C.int(i))
@@ -88,7 +94,7 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 		if ctx == nil {
 			return out, fmt.Errorf("ibv_open_device %s: %w", name, unix.Errno(e))
 		}
-		attr, err := queryDevice(ctx, name)
+		attr, err := queryDevice(ctx, name, sys)
 		C.rn_close_device(ctx)
 		if err != nil {
 			return out, err
@@ -98,9 +104,10 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	return out, nil
 }
 
-// queryDevice queries a device and its ports, with the GID tables from
-// sysfs.
-func queryDevice(ctx *C.struct_rn_ibv_context, name string) (verbs.DeviceAttr, error) {
+// queryDevice queries a device and its ports (ibv_query_device,
+// ibv_query_port: max_mcast_grp and the IB active MTU are not in sysfs)
+// and adds what sysfs shows (sys may be nil).
+func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *ipoib.System) (verbs.DeviceAttr, error) {
 	var da C.struct_rn_ibv_device_attr
 	if e := C.rn_query_device(ctx, &da); e != 0 {
 		return verbs.DeviceAttr{}, fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
@@ -113,35 +120,41 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string) (verbs.DeviceAttr, e
 		MaxQPMcastAttach: int(da.max_mcast_qp_attach),
 		MaxQPWR:          int(da.max_qp_wr),
 	}
+	var sd *ipoib.Device
+	if sys != nil {
+		sd = sys.Device(name)
+	}
+	if sd != nil && !sd.Multicast {
+		// A transport without UD multicast (iWARP, usNIC), whatever
+		// the provider reports.
+		attr.MaxMcastGroups = 0
+	}
 	for p := 1; p <= int(da.phys_port_cnt); p++ {
-		pa, err := queryPort(ctx, name, p, true)
+		pa, err := queryPort(ctx, name, p)
 		if err != nil {
 			return attr, err
+		}
+		if sys != nil {
+			pa = refinePort(pa, sys.Port(name, p))
 		}
 		attr.Ports = append(attr.Ports, pa)
 	}
 	return attr, nil
 }
 
-// queryPort queries a port; withGIDs reads its whole GID table too.
-func queryPort(ctx *C.struct_rn_ibv_context, name string, port int, withGIDs bool) (verbs.PortAttr, error) {
+// queryPort queries a port's state, MTUs and link layer.
+func queryPort(ctx *C.struct_rn_ibv_context, name string, port int) (verbs.PortAttr, error) {
 	var pa C.struct_rn_ibv_port_attr
 	if e := C.rn_query_port(ctx, C.int(port), &pa); e != 0 {
 		return verbs.PortAttr{}, fmt.Errorf("ibv_query_port %s port %d: %w", name, port, unix.Errno(e))
 	}
-	attr := verbs.PortAttr{
+	return verbs.PortAttr{
 		Port:      port,
 		State:     verbs.PortState(pa.state),
 		ActiveMTU: verbs.MTUBytes(int(pa.active_mtu)),
 		MaxMTU:    verbs.MTUBytes(int(pa.max_mtu)),
 		LinkLayer: linkLayer(pa.link_layer),
-	}
-	if withGIDs {
-		// A missing sysfs GID table (containers) leaves GIDs empty.
-		attr.GIDs, _ = readGIDTable(name, port, attr.LinkLayer)
-		attr.Netdev = portNetdev(attr.GIDs)
-	}
-	return attr, nil
+	}, nil
 }
 
 func linkLayer(ll C.uint8_t) verbs.LinkLayer {
@@ -251,7 +264,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 		return fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
 	}
 	d.maxMcast = int(da.max_mcast_grp)
-	pa, err := queryPort(ctx, name, port, false)
+	pa, err := queryPort(ctx, name, port)
 	if err != nil {
 		return err
 	}
@@ -269,17 +282,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 		LinkLayer: pa.LinkLayer,
 		MTU:       pa.ActiveMTU,
 	}
-	if e, ok, _ := findGID(name, port, pa.LinkLayer, sgid); ok {
-		d.local.GIDIndex, d.local.GIDType = e.Index, e.Type
-		if e.Netdev != "" {
-			d.local.Netdev = e.Netdev
-		}
-	} else if pa.LinkLayer == verbs.LinkLayerEthernet {
-		d.local.GIDType = verbs.GIDTypeRoCEv2
-	}
-	if d.local.Netdev == "" {
-		d.local.Netdev = netdevOf(ip)
-	}
+	bindingDetails(&d.local)
 	return nil
 }
 

@@ -4,134 +4,111 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
+	"net/netip"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
-// sysfsRoot is where the kernel lists RDMA devices; tests point it at a
-// fake tree.
-var sysfsRoot = "/sys/class/infiniband"
+// sysfsRoot is the root of the sysfs tree that ipoib reads ("/" for the
+// running system); tests point it at a fake tree.
+var sysfsRoot = "/"
 
-// readGIDTable reads a port's GID table from sysfs
-// (ports/<p>/gids/<i>, gid_attrs/types/<i>, gid_attrs/ndevs/<i>), skipping
-// zero GIDs. On InfiniBand every entry is of type IB; on Ethernet the type
-// file says "IB/RoCE v1" or "RoCE v2".
-func readGIDTable(dev string, port int, ll verbs.LinkLayer) ([]verbs.GIDEntry, error) {
-	var out []verbs.GIDEntry
-	err := scanGIDs(dev, port, ll, func(e verbs.GIDEntry) bool {
-		out = append(out, e)
-		return true
-	})
-	return out, err
+// discover is ipoib.Discover; tests replace it to give IPoIB interfaces
+// addresses.
+var discover = ipoib.Discover
+
+// The ipoib and verbs enums share their values; these conversions keep
+// that assumption in one place.
+func gidType(t ipoib.GIDType) verbs.GIDType         { return verbs.GIDType(t) }
+func linkLayerOf(l ipoib.LinkLayer) verbs.LinkLayer { return verbs.LinkLayer(l) }
+
+// gidTable converts a port's GID table as ipoib read it.
+func gidTable(p *ipoib.Port) []verbs.GIDEntry {
+	if p == nil || len(p.GIDs) == 0 {
+		return nil
+	}
+	out := make([]verbs.GIDEntry, 0, len(p.GIDs))
+	for _, e := range p.GIDs {
+		out = append(out, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: gidType(e.Type), Netdev: e.Netdev})
+	}
+	return out
 }
 
-// findGID looks gid up in a port's GID table, reading only as far as it
-// must: the first RoCE v2 (or, on InfiniBand, the first) entry with that
-// GID, else the first entry of any type. Tables have hundreds of slots,
-// mostly empty; reading them all costs a bind hundreds of milliseconds on
-// a slow machine.
-func findGID(dev string, port int, ll verbs.LinkLayer, gid verbs.GID) (verbs.GIDEntry, bool, error) {
-	var found verbs.GIDEntry
-	ok := false
-	err := scanGIDs(dev, port, ll, func(e verbs.GIDEntry) bool {
-		if e.GID != gid {
-			return true
-		}
-		if !ok {
-			found, ok = e, true
-		}
-		if ll == verbs.LinkLayerInfiniBand || e.Type == verbs.GIDTypeRoCEv2 {
-			found = e
-			return false
-		}
-		return true
-	})
-	return found, ok, err
-}
-
-// scanGIDs calls f for each non-zero entry, in index order, until f
-// returns false.
-func scanGIDs(dev string, port int, ll verbs.LinkLayer, f func(verbs.GIDEntry) bool) error {
-	dir := filepath.Join(sysfsRoot, dev, "ports", strconv.Itoa(port))
-	ents, err := os.ReadDir(filepath.Join(dir, "gids"))
-	if err != nil {
-		return fmt.Errorf("rdmacore: GID table of %s port %d: %w", dev, port, err)
+// portNetdev is the netdev under a port: the one its first GID entry
+// names, else the first the port lists (IPoIB interfaces, whose GID
+// entries name none).
+func portNetdev(p *ipoib.Port) string {
+	if p == nil {
+		return ""
 	}
-	idx := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if i, err := strconv.Atoi(e.Name()); err == nil {
-			idx = append(idx, i)
-		}
-	}
-	sort.Ints(idx)
-	for _, i := range idx {
-		name := strconv.Itoa(i)
-		b, err := os.ReadFile(filepath.Join(dir, "gids", name))
-		if err != nil {
-			// Reading an unused entry fails with EINVAL on some kernels.
-			continue
-		}
-		g, err := verbs.ParseGID(strings.TrimSpace(string(b)))
-		if err != nil || g.IsZero() {
-			continue
-		}
-		ent := verbs.GIDEntry{Index: i, GID: g, Type: verbs.GIDTypeIB}
-		if ll != verbs.LinkLayerInfiniBand {
-			t, _ := os.ReadFile(filepath.Join(dir, "gid_attrs", "types", name))
-			ent.Type = parseGIDType(string(t))
-		}
-		if nd, err := os.ReadFile(filepath.Join(dir, "gid_attrs", "ndevs", name)); err == nil {
-			ent.Netdev = strings.TrimSpace(string(nd))
-		}
-		if !f(ent) {
-			return nil
-		}
-	}
-	return nil
-}
-
-func parseGIDType(s string) verbs.GIDType {
-	s = strings.TrimSpace(s)
-	switch {
-	case strings.Contains(s, "v2"):
-		return verbs.GIDTypeRoCEv2
-	case strings.Contains(s, "RoCE"):
-		return verbs.GIDTypeRoCEv1
-	}
-	return verbs.GIDTypeIB
-}
-
-// portNetdev is the netdev under a port: the one of its first GID entry
-// that names one.
-func portNetdev(table []verbs.GIDEntry) string {
-	for _, e := range table {
+	for _, e := range p.GIDs {
 		if e.Netdev != "" {
 			return e.Netdev
 		}
 	}
+	if len(p.Netdevs) > 0 {
+		return p.Netdevs[0]
+	}
 	return ""
 }
 
-// netdevOf names the interface that has ip, or "".
-func netdevOf(ip net.IP) string {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return ""
+// refineMTU combines the active MTU ibv_query_port reports with the one
+// sysfs implies. On InfiniBand ibv_query_port's is the truth. On Ethernet
+// a UD payload must fit both the device's active MTU (rxe drops longer
+// sends) and the path MTU rdma_cm gives RoCE joins, iboe_get_mtu of the
+// netdev MTU (ipoib.RoCEMTU): the smaller one wins. 0 means unknown.
+func refineMTU(ll verbs.LinkLayer, active, fromSysfs int) int {
+	if ll != verbs.LinkLayerEthernet || fromSysfs <= 0 {
+		return active
 	}
-	for _, ifc := range ifs {
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
-				return ifc.Name
+	if active <= 0 || fromSysfs < active {
+		return fromSysfs
+	}
+	return active
+}
+
+// refinePort fills what sysfs knows of a port into the attributes
+// ibv_query_port gave: the GID table with types and netdevs, the netdev
+// and, on Ethernet, the path MTU. p may be nil (no sysfs, as in some
+// containers): pa is returned as is.
+func refinePort(pa verbs.PortAttr, p *ipoib.Port) verbs.PortAttr {
+	if p == nil {
+		return pa
+	}
+	pa.GIDs = gidTable(p)
+	pa.Netdev = portNetdev(p)
+	pa.ActiveMTU = refineMTU(pa.LinkLayer, pa.ActiveMTU, p.ActiveMTU)
+	return pa
+}
+
+// bindingDetails fills the sysfs side of a binding whose device, port,
+// GID, IP, link layer and ibv_query_port MTU are known: the GID's table
+// index, type and netdev (ipoib.LookupGID, which stops at the entry), the
+// netdev of an InfiniBand binding (the IPoIB interface with the address,
+// through ipoib.Discover), and the RoCE path MTU of the netdev.
+func bindingDetails(b *verbs.Binding) {
+	e, ok, _ := ipoib.LookupGID(sysfsRoot, b.Device, b.Port, ipoib.GID(b.GID))
+	switch {
+	case ok:
+		b.GIDIndex, b.GIDType, b.Netdev = e.Index, gidType(e.Type), e.Netdev
+	case b.LinkLayer == verbs.LinkLayerEthernet:
+		b.GIDType = verbs.GIDTypeRoCEv2
+	}
+	if b.Netdev == "" && b.IP != nil {
+		if sys, err := discover(sysfsRoot); err == nil {
+			if ip, ok := netip.AddrFromSlice(b.IP); ok {
+				if pb, err := sys.PortForIP(ip.Unmap()); err == nil && pb.Device == b.Device && pb.Port == b.Port {
+					b.Netdev = pb.Netdev
+				}
 			}
 		}
 	}
-	return ""
+	if b.LinkLayer == verbs.LinkLayerEthernet && b.Netdev != "" {
+		if n, err := ipoib.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
+			b.MTU = refineMTU(b.LinkLayer, b.MTU, ipoib.RoCEMTU(n.MTU))
+		}
+	}
 }
 
 // localAddr chooses the address to bind as verbs.BindConfig says: Addr, or

@@ -4,81 +4,110 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
-// fakePort writes a sysfs GID table: entries of gid, type, ndev.
-func fakePort(t *testing.T, root, dev string, port int, ents map[int][3]string) {
-	t.Helper()
-	dir := filepath.Join(root, dev, "ports", "1")
-	for _, d := range []string{"gids", "gid_attrs/types", "gid_attrs/ndevs"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+// fabricRoot is ipoib's fake sysfs: mlx5_0 an InfiniBand HCA with ib0
+// (IPoIB, datagram, MTU 2044), mlx5_1 a RoCE NIC on eth2, rxe0 on veth0
+// (MTU 1500) as the rxe VM shows it, siw0 an iWARP device.
+const fabricRoot = "../../../ipoib/testdata/fabric"
+
+func useFabric(t *testing.T) {
+	old, oldDiscover := sysfsRoot, discover
+	sysfsRoot = fabricRoot
+	discover = func(root string) (*ipoib.System, error) {
+		s, err := ipoib.Discover(root)
+		if s != nil {
+			s.InterfaceAddrs = func(netdev string) ([]netip.Addr, error) {
+				if netdev == "ib0" {
+					return []netip.Addr{netip.MustParseAddr("192.168.100.7")}, nil
+				}
+				return nil, nil
+			}
+		}
+		return s, err
 	}
-	for i := 0; i < 4; i++ {
-		name := string(rune('0' + i))
-		e, ok := ents[i]
-		if !ok {
-			e = [3]string{"0000:0000:0000:0000:0000:0000:0000:0000", "", ""}
-		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "gids", name), []byte(e[0]+"\n"), 0o644))
-		if e[1] != "" {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "gid_attrs/types", name), []byte(e[1]+"\n"), 0o644))
-		}
-		if e[2] != "" {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "gid_attrs/ndevs", name), []byte(e[2]+"\n"), 0o644))
-		}
-	}
+	t.Cleanup(func() { sysfsRoot, discover = old, oldDiscover })
 }
 
-func TestReadGIDTable(t *testing.T) {
-	root := t.TempDir()
-	old := sysfsRoot
-	sysfsRoot = root
-	t.Cleanup(func() { sysfsRoot = old })
-	// As rxe on veth0 with 10.99.0.1 shows it.
-	fakePort(t, root, "rxe0", 1, map[int][3]string{
-		0: {"fe80:0000:0000:0000:d8b3:9aff:fe01:0203", "IB/RoCE v1", "veth0"},
-		1: {"fe80:0000:0000:0000:d8b3:9aff:fe01:0203", "RoCE v2", "veth0"},
-		2: {"0000:0000:0000:0000:0000:ffff:0a63:0001", "IB/RoCE v1", "veth0"},
-		3: {"0000:0000:0000:0000:0000:ffff:0a63:0001", "RoCE v2", "veth0"},
-	})
-	tab, err := readGIDTable("rxe0", 1, verbs.LinkLayerEthernet)
-	require.NoError(t, err)
-	require.Len(t, tab, 4)
-	assert.Equal(t, verbs.GIDTypeRoCEv1, tab[0].Type)
-	assert.Equal(t, verbs.GIDTypeRoCEv2, tab[1].Type)
-	assert.Equal(t, "veth0", portNetdev(tab))
+func TestBindingDetailsFromSysfs(t *testing.T) {
+	useFabric(t)
+	// rxe0: the RoCE v2 entry of the address, its netdev, and the MTU of
+	// the netdev (1500 -> 1024) below what ibv_query_port said.
+	b := verbs.Binding{Device: "rxe0", Port: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 1)),
+		IP: net.IPv4(10, 99, 0, 1), LinkLayer: verbs.LinkLayerEthernet, MTU: 4096}
+	bindingDetails(&b)
+	assert.Equal(t, 1, b.GIDIndex)
+	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Equal(t, "veth0", b.Netdev)
+	assert.Equal(t, 1024, b.MTU)
 
-	v4 := verbs.GIDFromIP(net.IPv4(10, 99, 0, 1))
-	e, ok, err := findGID("rxe0", 1, verbs.LinkLayerEthernet, v4)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, 3, e.Index, "findGID prefers the RoCE v2 entry")
-	assert.Equal(t, verbs.GIDTypeRoCEv2, e.Type)
-	assert.Equal(t, "veth0", e.Netdev)
-	_, ok, err = findGID("rxe0", 1, verbs.LinkLayerEthernet, verbs.GIDFromIP(net.IPv4(10, 99, 0, 2)))
-	require.NoError(t, err)
-	assert.False(t, ok)
+	// mlx5_1: the v2 entry (3) wins over the v1 entry (2) of the same GID.
+	b = verbs.Binding{Device: "mlx5_1", Port: 1, GID: verbs.GIDFromIP(net.IPv4(192, 168, 10, 5)),
+		IP: net.IPv4(192, 168, 10, 5), LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
+	bindingDetails(&b)
+	assert.Equal(t, 3, b.GIDIndex)
+	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Equal(t, "eth2", b.Netdev)
+	assert.Equal(t, 1024, b.MTU)
 
-	// Zero GIDs are skipped; on InfiniBand every entry is of type IB.
-	fakePort(t, root, "mlx5_0", 1, map[int][3]string{
-		0: {"fe80:0000:0000:0000:0002:c903:0031:7a41", "", "ib0"},
-	})
-	tab, err = readGIDTable("mlx5_0", 1, verbs.LinkLayerInfiniBand)
+	// InfiniBand: the port GID, type IB; the netdev is the IPoIB
+	// interface with the address; the MTU is ibv_query_port's.
+	gid, err := verbs.ParseGID("fe80::2:c903:a1:b2c1")
 	require.NoError(t, err)
-	require.Len(t, tab, 1)
-	assert.Equal(t, verbs.GIDTypeIB, tab[0].Type)
-	assert.Equal(t, 0, tab[0].Index)
+	b = verbs.Binding{Device: "mlx5_0", Port: 1, GID: gid, IP: net.IPv4(192, 168, 100, 7),
+		LinkLayer: verbs.LinkLayerInfiniBand, MTU: 4096}
+	bindingDetails(&b)
+	assert.Equal(t, 0, b.GIDIndex)
+	assert.Equal(t, verbs.GIDTypeIB, b.GIDType)
+	assert.Equal(t, "ib0", b.Netdev)
+	assert.Equal(t, 4096, b.MTU)
 
-	_, err = readGIDTable("nodev", 1, verbs.LinkLayerEthernet)
-	assert.Error(t, err)
+	// A GID that is not in the table: RoCE v2 on Ethernet, no index.
+	b = verbs.Binding{Device: "rxe0", Port: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 9)),
+		LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
+	bindingDetails(&b)
+	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Zero(t, b.GIDIndex)
+	assert.Empty(t, b.Netdev)
+}
+
+func TestRefinePort(t *testing.T) {
+	sys, err := ipoib.Discover(fabricRoot)
+	require.NoError(t, err)
+	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
+	assert.Equal(t, "veth0", pa.Netdev)
+	assert.Equal(t, 1024, pa.ActiveMTU, "the netdev's RoCE MTU is smaller")
+	require.Len(t, pa.GIDs, 2, "zero GIDs are skipped")
+	assert.Equal(t, verbs.GIDEntry{Index: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "veth0"}, pa.GIDs[1])
+
+	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 1024}, sys.Port("mlx5_1", 1))
+	require.Len(t, pa.GIDs, 4)
+	assert.Equal(t, verbs.GIDTypeRoCEv1, pa.GIDs[0].Type)
+	assert.Equal(t, verbs.GIDTypeRoCEv2, pa.GIDs[1].Type)
+	assert.Equal(t, "eth2", pa.Netdev)
+
+	// InfiniBand: ibv_query_port's MTU stands; the netdev is IPoIB's.
+	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerInfiniBand, ActiveMTU: 4096}, sys.Port("mlx5_0", 1))
+	assert.Equal(t, 4096, pa.ActiveMTU)
+	assert.Equal(t, "ib0", pa.Netdev)
+	require.Len(t, pa.GIDs, 1)
+	assert.Equal(t, verbs.GIDTypeIB, pa.GIDs[0].Type)
+
+	// No sysfs: the verbs' answer as is.
+	in := verbs.PortAttr{Port: 1, ActiveMTU: 1024}
+	assert.Equal(t, in, refinePort(in, nil))
+
+	assert.Equal(t, 1024, refineMTU(verbs.LinkLayerEthernet, 0, 1024), "unknown active MTU")
+	assert.Equal(t, 1024, refineMTU(verbs.LinkLayerEthernet, 1024, 0), "unknown netdev MTU")
+	assert.Equal(t, 2048, refineMTU(verbs.LinkLayerInfiniBand, 2048, 1024), "IB: the verbs' MTU")
 }
 
 func TestLocalAddrNeverDefaultRoute(t *testing.T) {
