@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // devicePrefix names a software device after its netdev: sw-lo, sw-eth0.
@@ -62,15 +63,58 @@ func nodeGUID(ifi *net.Interface) uint64 {
 	return h.Sum64()
 }
 
+// sysfsRoot is the root of the sysfs tree ipoib reads netdevs from: the
+// running system's. Tests call resolveAt with a fake tree.
+const sysfsRoot = "/"
+
+// netdevInfo is what the software backend needs to know of a netdev: its
+// kind, MTU and whether it can carry traffic.
+type netdevInfo struct {
+	kind ipoib.NetdevKind
+	mtu  int
+	// operState is sysfs operstate ("up", "unknown" for lo, "down",
+	// "lowerlayerdown", ...); "" when sysfs could not be read.
+	operState string
+}
+
+// lookupNetdev reads a netdev's kind, MTU and operational state from sysfs
+// through ipoib. Without a readable sysfs (some containers) it falls back
+// to what the kernel's interface list says: the MTU, and loopback or
+// Ethernet by the flags.
+func lookupNetdev(root string, ifi *net.Interface) netdevInfo {
+	if n, err := ipoib.LookupNetdev(root, ifi.Name); err == nil {
+		return netdevInfo{kind: n.Kind, mtu: n.MTU, operState: n.OperState}
+	}
+	k := ipoib.NetdevEthernet
+	if ifi.Flags&net.FlagLoopback != 0 {
+		k = ipoib.NetdevLoopback
+	}
+	return netdevInfo{kind: k, mtu: ifi.MTU}
+}
+
+// unusable reports why a netdev that is administratively up cannot carry
+// traffic, or "" when it can: operstate "down" (no carrier),
+// "lowerlayerdown" (a veth whose peer is down, a VLAN over a down
+// device) and "notpresent". "unknown" (lo, tun) and "dormant" are let
+// through, as the kernel sends on them.
+func (n netdevInfo) unusable() string {
+	switch n.operState {
+	case "down", "lowerlayerdown", "notpresent":
+		return "operstate " + n.operState
+	}
+	return ""
+}
+
 func portAttr(ifi *net.Interface) verbs.PortAttr {
+	info := lookupNetdev(sysfsRoot, ifi)
 	st := verbs.PortDown
-	if ifi.Flags&net.FlagUp != 0 {
+	if ifi.Flags&net.FlagUp != 0 && info.unusable() == "" {
 		st = verbs.PortActive
 	}
 	return verbs.PortAttr{
 		Port:      portNum,
 		State:     st,
-		ActiveMTU: verbs.MTUFromNetdev(ifi.MTU),
+		ActiveMTU: verbs.MTUFromNetdev(info.mtu),
 		MaxMTU:    maxMTU,
 		LinkLayer: verbs.LinkLayerEthernet,
 		Netdev:    ifi.Name,
@@ -133,8 +177,15 @@ func noDevice(format string, args ...any) error {
 // resolve finds the netdev and address cfg names: Addr selects the netdev
 // owning it; Interface selects the netdev and its first IPv4 address;
 // neither means loopback (127.0.0.1 on lo), never the default route's
-// interface.
-func resolve(cfg verbs.BindConfig) (*resolved, error) {
+// interface. The netdev's kind, MTU and operational state come from sysfs
+// through ipoib: an IPoIB netdev is refused (RoCE v2 is UDP/IP on
+// Ethernet; InfiniBand is rdma-core's), and so is one that is up but has
+// no carrier.
+func resolve(cfg verbs.BindConfig) (*resolved, error) { return resolveAt(sysfsRoot, cfg) }
+
+// resolveAt is resolve with the netdev's kind, MTU and operational state
+// read from the sysfs under root.
+func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if cfg.IPv6 || (cfg.Addr != nil && cfg.Addr.To4() == nil) {
 		return nil, fmt.Errorf("soft: IPv6 (rdma6) bindings: %w", verbs.ErrNotSupported)
 	}
@@ -187,8 +238,15 @@ func resolve(cfg verbs.BindConfig) (*resolved, error) {
 	if ifi.Flags&net.FlagUp == 0 {
 		return nil, noDevice("netdev %s is down", ifi.Name)
 	}
+	info := lookupNetdev(root, ifi)
+	if info.kind == ipoib.NetdevIPoIB {
+		return nil, noDevice("netdev %s is IPoIB: the software backend sends RoCE v2 (UDP/IP on Ethernet), which has no place on an InfiniBand link; use the rdma-core backend there", ifi.Name)
+	}
+	if why := info.unusable(); why != "" {
+		return nil, noDevice("netdev %s is up but cannot carry traffic (%s)", ifi.Name, why)
+	}
 	gids := gidTable(ifi)
-	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: verbs.MTUFromNetdev(ifi.MTU), loopbak: ifi.Flags&net.FlagLoopback != 0}
+	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: verbs.MTUFromNetdev(info.mtu), loopbak: info.kind == ipoib.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
 	for _, g := range gids {
 		gip, _ := g.GID.IP()
 		if v4 := gip.To4(); v4 != nil && (ip == nil || v4.Equal(ip)) {
@@ -203,7 +261,7 @@ func resolve(cfg verbs.BindConfig) (*resolved, error) {
 		return nil, noDevice("address %v not on %s", ip, ifi.Name)
 	}
 	if r.mtu == 0 {
-		return nil, noDevice("netdev %s MTU %d is too small for RoCE", ifi.Name, ifi.MTU)
+		return nil, noDevice("netdev %s MTU %d is too small for RoCE", ifi.Name, info.mtu)
 	}
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 func init() { verbs.Register(Provider{}) }
@@ -20,7 +21,8 @@ func (Provider) Name() string { return verbs.Software }
 // Available is always nil on Linux: the provider needs nothing but UDP.
 func (Provider) Available() error { return nil }
 
-// Devices lists one software device per netdev.
+// Devices lists one software device per netdev, IPoIB netdevs excepted
+// (RoCE v2 has no place on an InfiniBand link).
 func (Provider) Devices() ([]verbs.DeviceAttr, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
@@ -28,6 +30,9 @@ func (Provider) Devices() ([]verbs.DeviceAttr, error) {
 	}
 	devs := make([]verbs.DeviceAttr, 0, len(ifs))
 	for i := range ifs {
+		if lookupNetdev(sysfsRoot, &ifs[i]).kind == ipoib.NetdevIPoIB {
+			continue
+		}
 		devs = append(devs, deviceAttr(&ifs[i]))
 	}
 	return devs, nil

@@ -1,0 +1,87 @@
+package soft
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
+)
+
+// fakeNetdev writes /sys/class/net/<name> under root with the given files.
+func fakeNetdev(t *testing.T, root, name string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(root, "sys/class/net", name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for f, v := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(v+"\n"), 0o644))
+	}
+}
+
+func loopback(t *testing.T) *net.Interface {
+	t.Helper()
+	lo, err := loopbackInterface()
+	require.NoError(t, err)
+	return lo
+}
+
+// The netdev's kind, MTU and state come from sysfs (ipoib); the tests give
+// the real lo fake sysfs entries, so that they run anywhere.
+func TestResolveThroughSysfs(t *testing.T) {
+	lo := loopback(t)
+
+	// The real sysfs: lo is loopback, operstate "unknown", usable.
+	r, err := resolveAt("/", verbs.BindConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
+	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
+	assert.True(t, r.loopbak)
+	assert.Equal(t, verbs.MTUFromNetdev(lo.MTU), r.mtu)
+
+	// The MTU is sysfs's.
+	root := t.TempDir()
+	fakeNetdev(t, root, lo.Name, map[string]string{"type": "772", "mtu": "1500", "operstate": "unknown"})
+	r, err = resolveAt(root, verbs.BindConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, 1024, r.mtu, "netdev MTU 1500 from sysfs")
+
+	// An IPoIB netdev is refused, however it is named.
+	root = t.TempDir()
+	fakeNetdev(t, root, lo.Name, map[string]string{"type": "32", "mtu": "2044", "operstate": "up"})
+	for _, cfg := range []verbs.BindConfig{{}, {Interface: lo}, {Addr: net.IPv4(127, 0, 0, 1)}, {Device: devicePrefix + lo.Name}} {
+		_, err = resolveAt(root, cfg)
+		require.Error(t, err, "%+v", cfg)
+		assert.True(t, errors.Is(err, verbs.ErrNoDevice), "%v", err)
+		assert.ErrorContains(t, err, "is IPoIB")
+		assert.ErrorContains(t, err, "rdma-core")
+	}
+	assert.Equal(t, ipoib.NetdevIPoIB, lookupNetdev(root, lo).kind)
+
+	// Up but without carrier: refused.
+	for _, st := range []string{"down", "lowerlayerdown", "notpresent"} {
+		root = t.TempDir()
+		fakeNetdev(t, root, lo.Name, map[string]string{"type": "772", "mtu": "65536", "operstate": st})
+		_, err = resolveAt(root, verbs.BindConfig{})
+		assert.ErrorContains(t, err, "operstate "+st)
+		assert.True(t, errors.Is(err, verbs.ErrNoDevice))
+	}
+
+	// A tiny MTU: no RoCE path MTU fits.
+	root = t.TempDir()
+	fakeNetdev(t, root, lo.Name, map[string]string{"type": "772", "mtu": "300", "operstate": "unknown"})
+	_, err = resolveAt(root, verbs.BindConfig{})
+	assert.ErrorContains(t, err, "MTU 300 is too small")
+
+	// No sysfs at all (some containers): the interface list's MTU and
+	// flags.
+	info := lookupNetdev(filepath.Join(t.TempDir(), "nosys"), lo)
+	assert.Equal(t, ipoib.NetdevLoopback, info.kind)
+	assert.Equal(t, lo.MTU, info.mtu)
+	assert.Empty(t, info.unusable())
+}
