@@ -13,6 +13,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -26,10 +27,29 @@ import (
 	"golang.org/x/net/ipv4"
 )
 
-var sizes = []struct {
+type size struct {
 	name string
 	n    int
-}{{"64B", 64}, {"1KiB", 1024}}
+}
+
+var (
+	sizesOnce sync.Once
+	sizeList  []size
+)
+
+// sizes are 64 B, 1 KiB and the path MTU (4096 on loopback, 1024 on rxe
+// with a 1500-byte netdev MTU, where it equals 1 KiB and is left out).
+func sizes(tb testing.TB) []size {
+	sizesOnce.Do(func() {
+		sizeList = []size{{"64B", 64}, {"1KiB", 1024}}
+		e := newRDMA(tb, nextGroup(), true, 0)
+		if mtu := e.c.MTU(); mtu > 1024 {
+			sizeList = append(sizeList, size{fmt.Sprintf("MTU%d", mtu), mtu})
+		}
+		e.close()
+	})
+	return sizeList
+}
 
 var groupN atomic.Uint32
 
@@ -55,6 +75,7 @@ type rdmaEP struct {
 	ga    rdmanet.Addr
 	out   []rdmanet.Message
 	in    []rdmanet.Message
+	lend  bool // receive with ReadLend (no copy) instead of ReadFromAddr
 }
 
 // benchConfig is the software backend on loopback, or, in the Soft-RoCE VM
@@ -90,7 +111,16 @@ func (e *rdmaEP) sendBatch(bs [][]byte) error {
 	_, err := e.c.WriteBatch(ms)
 	return err
 }
-func (e *rdmaEP) recv(b []byte) (int, error) { n, _, err := e.c.ReadFromAddr(b); return n, err }
+func (e *rdmaEP) recv(b []byte) (int, error) {
+	if e.lend {
+		d, err := e.c.ReadLend()
+		n := len(d.Payload)
+		d.Release()
+		return n, err
+	}
+	n, _, err := e.c.ReadFromAddr(b)
+	return n, err
+}
 func (e *rdmaEP) recvBatch(bufs [][]byte) (int, error) {
 	ms := e.in[:len(bufs)]
 	for i, b := range bufs {
@@ -257,7 +287,7 @@ func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	for _, sz := range sizes {
+	for _, sz := range sizes(b) {
 		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
 			g := nextGroup()
 			rx := newRDMA(b, g, false, 0)
@@ -269,6 +299,13 @@ func BenchmarkThroughput(b *testing.B) {
 			rx := newRDMA(b, g, false, 0)
 			tx := newRDMA(b, g, true, 0)
 			throughput(b, tx, rx, sz.n, true)
+		})
+		b.Run("rdmanet-lend/"+sz.name, func(b *testing.B) {
+			g := nextGroup()
+			rx := newRDMA(b, g, false, 0)
+			rx.lend = true
+			tx := newRDMA(b, g, true, 0)
+			throughput(b, tx, rx, sz.n, false)
 		})
 		b.Run("udp/"+sz.name, func(b *testing.B) {
 			e := newUDP(b, nextGroup(), 0)
@@ -324,7 +361,7 @@ func pingpong(b *testing.B, aTx, aRx, bTx, bRx endpoint, size int) {
 }
 
 func BenchmarkPingPong(b *testing.B) {
-	for _, sz := range sizes {
+	for _, sz := range sizes(b) {
 		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()
 			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 0), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 0), sz.n)
@@ -355,7 +392,7 @@ func (s swapRx) close()                               {}
 // ---- single-call costs ----
 
 func BenchmarkWriteTo(b *testing.B) {
-	for _, sz := range sizes {
+	for _, sz := range sizes(b) {
 		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
 			e := newRDMA(b, nextGroup(), true, 0)
 			defer e.close()

@@ -37,11 +37,12 @@ type Conn struct {
 	loopback atomic.Bool    // deliver own multicast messages
 	bg       sync.WaitGroup // rejoin goroutines
 
-	rd  recvState
-	wr  sendState
-	grp groupState
-	ev  eventState
-	ctr counters
+	rd   recvState
+	lend lendState
+	wr   sendState
+	grp  groupState
+	ev   eventState
+	ctr  counters
 }
 
 var _ net.PacketConn = (*Conn)(nil)
@@ -155,6 +156,8 @@ func (c *Conn) Close() error {
 	c.rd.mu.Lock()
 	c.wr.mu.Lock()
 	c.grp.mu.Lock()
+	c.lend.mu.Lock() // a Release in flight finishes before the QP goes
+	c.lend.mu.Unlock()
 	c.teardown()
 	c.grp.mu.Unlock()
 	c.wr.mu.Unlock()

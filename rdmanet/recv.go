@@ -45,6 +45,7 @@ func (c *Conn) initRecv() error {
 	}
 	r.wcs = make([]verbs.WC, recvBatch)
 	r.repost = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
+	c.lend.returned = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
 	for i := 0; i < c.cfg.RecvDepth; i++ {
 		r.repost = append(r.repost, c.recvWR(uint64(i)))
 	}
@@ -88,6 +89,7 @@ func (c *Conn) pollRecv() (int, error) {
 	if r.count > 0 {
 		return r.count, nil
 	}
+	c.takeReturned()
 	if len(r.repost) > 0 {
 		if err := c.flushReposts(); err != nil {
 			return 0, err
