@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
+	// The backends register themselves with internal/verbs.
+	_ "github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // backend is one way rdmanet can reach verbs.
@@ -14,22 +18,29 @@ type backend struct {
 	name      string
 	available bool
 	detail    string
+	// devices are the devices the backend itself reports (Devices()), on
+	// the live system only.
+	devices []verbs.DeviceAttr
 }
 
-// listBackends says which backends this machine offers. It reads only
-// sysfs; when the rdmanet library grows a backend registry, swap this
-// function for one that asks it.
-var listBackends = func(sys *ipoib.System) []backend {
+// listBackends says which backends this machine offers. On the live system
+// (live: no -root tree) it asks the library's providers: Available() and
+// Devices(). Under a -root tree it can only read that tree: rdma-core is
+// "available" when it has devices, and the software backend's devices,
+// which come from the kernel's interface list, are not shown.
+var listBackends = func(sys *ipoib.System, live bool) []backend {
+	if live {
+		return liveBackends()
+	}
 	var nds []string
 	for _, n := range sys.Netdevs {
 		nds = append(nds, n.Name)
 	}
-	sw := backend{name: "software", available: true,
-		detail: "pure-Go RoCE v2 over UDP; one device per netdev, lo by default"}
+	sw := backend{name: verbs.Software, available: true, detail: softDetail}
 	if len(nds) > 0 {
 		sw.detail += " (netdevs: " + strings.Join(nds, " ") + ")"
 	}
-	rc := backend{name: "rdma-core"}
+	rc := backend{name: verbs.RDMACore}
 	ibdir := filepath.Join(sys.Root, "sys/class/infiniband")
 	if n := len(sys.Devices); n > 0 {
 		rc.available = true
@@ -38,6 +49,42 @@ var listBackends = func(sys *ipoib.System) []backend {
 		rc.detail = fmt.Sprintf("no devices in %s (for Soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)", ibdir)
 	}
 	return []backend{sw, rc}
+}
+
+const softDetail = "pure-Go RoCE v2 over UDP; one device per netdev, lo by default"
+
+// liveBackends asks every registered provider whether it runs here and
+// what devices it sees.
+func liveBackends() []backend {
+	var out []backend
+	for _, p := range verbs.Providers() {
+		b := backend{name: p.Name()}
+		if err := p.Available(); err != nil {
+			b.detail = err.Error()
+			out = append(out, b)
+			continue
+		}
+		b.available = true
+		devs, err := p.Devices()
+		b.devices = devs
+		var names []string
+		for _, d := range devs {
+			names = append(names, d.Name)
+		}
+		switch p.Name() {
+		case verbs.Software:
+			b.detail = softDetail
+		case verbs.RDMACore:
+			b.detail = fmt.Sprintf("libibverbs + librdmacm; %d device(s): %s", len(devs), strings.Join(names, " "))
+		default:
+			b.detail = fmt.Sprintf("%d device(s): %s", len(devs), strings.Join(names, " "))
+		}
+		if err != nil {
+			b.detail += "; listing devices: " + err.Error()
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 func runDevices(e *env, args []string) error {
@@ -55,7 +102,79 @@ func runDevices(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printDevices(e.stdout, sys, listBackends(sys))
+	live := filepath.Clean(*root) == "/"
+	return printDevices(e.stdout, sys, listBackends(sys, live))
+}
+
+// refine applies what rdma-core's verbs know and sysfs does not to the
+// devices ipoib found: max_mcast_grp 0 means no multicast, and the active
+// MTU of a port whose MTU sysfs cannot derive (InfiniBand without a
+// datagram-mode IPoIB interface) is ibv_query_port's.
+func refine(sys *ipoib.System, backends []backend) (mcastWhy map[string]string, mtuFrom map[string]int) {
+	mcastWhy, mtuFrom = map[string]string{}, map[string]int{}
+	for _, b := range backends {
+		if b.name != verbs.RDMACore {
+			continue
+		}
+		for _, vd := range b.devices {
+			d := sys.Device(vd.Name)
+			if d == nil {
+				continue
+			}
+			if vd.MaxMcastGroups == 0 && d.Multicast {
+				d.Multicast = false
+				mcastWhy[d.Name] = "no (max_mcast_grp 0)"
+			}
+			for _, vp := range vd.Ports {
+				if p := sys.Port(vd.Name, vp.Port); p != nil && p.ActiveMTU == 0 && vp.ActiveMTU > 0 {
+					mtuFrom[fmt.Sprintf("%s/%d", vd.Name, vp.Port)] = vp.ActiveMTU
+				}
+			}
+		}
+	}
+	return mcastWhy, mtuFrom
+}
+
+// printGIDs prints a GID table, aligned.
+func printGIDs(out io.Writer, gids []verbs.GIDEntry) error {
+	gw := newTable(out)
+	for _, g := range gids {
+		nd := g.Netdev
+		if nd == "" {
+			nd = "-"
+		}
+		fmt.Fprintf(gw, "    GID[%d]\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, nd)
+	}
+	return gw.Flush()
+}
+
+// printVerbsDevices prints devices a backend reports itself (the software
+// backend's sw-<netdev>), in the style of the sysfs devices.
+func printVerbsDevices(out io.Writer, b backend) error {
+	for _, d := range b.devices {
+		mc := fmt.Sprintf("yes (max %d groups)", d.MaxMcastGroups)
+		if d.MaxMcastGroups == 0 {
+			mc = "no"
+		}
+		fmt.Fprintf(out, "\n%s  backend %s  node_guid %s  multicast %s\n", d.Name, b.name, guid(d.NodeGUID), mc)
+		for _, p := range d.Ports {
+			mtu := "unknown"
+			if p.ActiveMTU > 0 {
+				mtu = strconv.Itoa(p.ActiveMTU)
+				if p.Netdev != "" {
+					mtu += " (from " + p.Netdev + ")"
+				}
+			}
+			fmt.Fprintf(out, "  port %d  %s  link_layer %s  active_mtu %s\n", p.Port, p.State, p.LinkLayer, mtu)
+			if p.Netdev != "" {
+				fmt.Fprintf(out, "    netdevs %s\n", p.Netdev)
+			}
+			if err := printGIDs(out, p.GIDs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
@@ -72,9 +191,13 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 		return err
 	}
 
+	mcastWhy, verbsMTU := refine(sys, backends)
 	for _, d := range sys.Devices {
 		mc := "yes"
-		if !d.Multicast {
+		switch {
+		case mcastWhy[d.Name] != "":
+			mc = mcastWhy[d.Name]
+		case !d.Multicast:
 			mc = "no (" + d.NodeType.String() + " transport)"
 		}
 		fmt.Fprintf(out, "\n%s  node_type %s  node_guid %s  multicast %s\n",
@@ -87,6 +210,8 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 			mtu := "unknown"
 			if p.ActiveMTU > 0 {
 				mtu = fmt.Sprintf("%d (from %s)", p.ActiveMTU, p.MTUFrom)
+			} else if m := verbsMTU[fmt.Sprintf("%s/%d", d.Name, p.Port)]; m > 0 {
+				mtu = fmt.Sprintf("%d (ibv_query_port)", m)
 			}
 			fmt.Fprintf(out, "  port %d  %s  link_layer %s  active_mtu %s\n", p.Port, state, p.LinkLayer, mtu)
 			if len(p.Netdevs) > 0 {
@@ -99,17 +224,21 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 				}
 				fmt.Fprintf(out, "    pkeys %s\n", strings.Join(ks, " "))
 			}
-			gw := newTable(out)
+			gids := make([]verbs.GIDEntry, 0, len(p.GIDs))
 			for _, g := range p.GIDs {
-				nd := g.Netdev
-				if nd == "" {
-					nd = "-"
-				}
-				fmt.Fprintf(gw, "    GID[%d]\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, nd)
+				gids = append(gids, verbs.GIDEntry{Index: g.Index, GID: verbs.GID(g.GID), Type: verbs.GIDType(g.Type), Netdev: g.Netdev})
 			}
-			if err := gw.Flush(); err != nil {
+			if err := printGIDs(out, gids); err != nil {
 				return err
 			}
+		}
+	}
+	for _, b := range backends {
+		if b.name == verbs.RDMACore {
+			continue // its devices are the sysfs ones above
+		}
+		if err := printVerbsDevices(out, b); err != nil {
+			return err
 		}
 	}
 

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/ipoib"
+)
+
+// The live view, with the providers' answers fixed: rdma-core's verbs
+// clear multicast on a device with max_mcast_grp 0 and give the MTU of a
+// port sysfs cannot derive; the software backend's devices print in the
+// same style as the RDMA devices.
+func TestDevicesLiveViewGolden(t *testing.T) {
+	sys, err := ipoib.Discover(fabricRoot)
+	require.NoError(t, err)
+	backends := []backend{
+		{name: verbs.RDMACore, available: true, detail: "libibverbs + librdmacm; 2 device(s): mlx5_0 rxe0",
+			devices: []verbs.DeviceAttr{
+				{Name: "mlx5_0", MaxMcastGroups: 131072, Ports: []verbs.PortAttr{{Port: 1, ActiveMTU: 2048}, {Port: 2, ActiveMTU: 4096}}},
+				{Name: "rxe0", MaxMcastGroups: 0, Ports: []verbs.PortAttr{{Port: 1, ActiveMTU: 1024}}},
+			}},
+		{name: verbs.Software, available: true, detail: softDetail,
+			devices: []verbs.DeviceAttr{{
+				Name: "sw-lo", Provider: verbs.Software, NodeGUID: 0x08ad3907b553f8ec, MaxMcastGroups: 20,
+				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortActive, ActiveMTU: 4096, LinkLayer: verbs.LinkLayerEthernet, Netdev: "lo",
+					GIDs: []verbs.GIDEntry{{Index: 0, GID: verbs.GIDFromIP(net.IPv4(127, 0, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "lo"}}}},
+			}, {
+				Name: "sw-veth9", Provider: verbs.Software, NodeGUID: 1, MaxMcastGroups: 20,
+				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortDown, ActiveMTU: 1024, LinkLayer: verbs.LinkLayerEthernet, Netdev: "veth9"}},
+			}}},
+	}
+	var out bytes.Buffer
+	require.NoError(t, printDevices(&out, sys, backends))
+	golden(t, "devices_live_view", out.String())
+	s := out.String()
+	assert.Contains(t, s, "rxe0  node_type CA  node_guid 0000:0aff:fe63:0001  multicast no (max_mcast_grp 0)")
+	assert.Contains(t, s, "port 2  DOWN (Disabled)  link_layer InfiniBand  active_mtu 4096 (ibv_query_port)")
+	assert.Regexp(t, `(?m)^sw-lo  backend software  node_guid 08ad:3907:b553:f8ec  multicast yes \(max 20 groups\)$`, s)
+	assert.Regexp(t, `(?m)^    GID\[0\]  ::ffff:127\.0\.0\.1  RoCE v2  lo$`, s)
+	for i, l := range strings.Split(s, "\n") {
+		assert.False(t, strings.HasSuffix(l, " "), "line %d has trailing spaces: %q", i+1, l)
+	}
+}
+
+// On the live system the backends are the library's: rdma-core's status is
+// its Available(), and the software backend lists sw-lo with 127.0.0.1.
+func TestDevicesLive(t *testing.T) {
+	out, errOut, code := runCmd(t, "/", "devices")
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	rc, err := verbs.Lookup(verbs.RDMACore)
+	require.NoError(t, err)
+	if err := rc.Available(); err != nil {
+		assert.Regexp(t, `(?m)^rdma-core\s+unavailable\s+`+regexp.QuoteMeta(err.Error())+`$`, out)
+	} else {
+		assert.Regexp(t, `(?m)^rdma-core\s+available\s+libibverbs \+ librdmacm; \d+ device\(s\)`, out)
+	}
+	assert.Regexp(t, `(?m)^software\s+available\s`, out)
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skip("no lo")
+	}
+	if lo.Flags&net.FlagUp == 0 {
+		t.Skip("lo is down")
+	}
+	assert.Regexp(t, `(?m)^sw-lo  backend software  `, out)
+	assert.Regexp(t, `(?m)^    GID\[\d+\]\s+::ffff:127\.0\.0\.1\s+RoCE v2\s+lo$`, out)
+	if dev := os.Getenv("RDMANET_TEST_DEVICE"); dev != "" {
+		// In the rxe VM: rdma-core is available and the device is listed
+		// with its GID.
+		assert.Regexp(t, `(?m)^rdma-core\s+available\s+libibverbs \+ librdmacm; \d+ device\(s\): .*\b`+dev+`\b`, out)
+		assert.Regexp(t, `(?m)^`+dev+`  node_type CA  .*multicast yes$`, out)
+	}
+}
