@@ -59,12 +59,27 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		if _, dup := c.grp.byIP[ip]; dup {
 			return fmt.Errorf("group %s already joined", ip)
 		}
+		// Joined before by its MGID? On RoCE (and the software backend)
+		// an IP group's MGID is known ahead; on InfiniBand it depends on
+		// the P_Key, and the check after the join catches it.
+		if c.local.LinkLayer == verbs.LinkLayerEthernet {
+			if mgid, err := ipoib.RoCEv2MGID(ip); err == nil {
+				if _, dup := c.grp.byMGID[ipoib.GID(mgid)]; dup {
+					return fmt.Errorf("group %s already joined as MGID %s", ip, mgid)
+				}
+			}
+		}
 	} else if _, dup := c.grp.byMGID[ipoib.GID(g.MGID)]; dup {
 		return fmt.Errorf("MGID %s already joined", g.MGID)
 	}
 	m, err := c.id.Join(ctx, g, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
 	if err != nil {
 		return err
+	}
+	if _, dup := c.grp.byMGID[ipoib.GID(m.MGID)]; dup {
+		// The same group under another name. The provider's membership is
+		// the one already recorded; leaving here would end it.
+		return fmt.Errorf("group %s already joined as MGID %s", groupName(g), m.MGID)
 	}
 	ah, err := c.qp.CreateAH(m.AH)
 	if err != nil {
@@ -80,6 +95,13 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		c.mtu.Store(int32(m.MTU))
 	}
 	return nil
+}
+
+func groupName(g verbs.Group) string {
+	if g.IP != nil {
+		return g.IP.String()
+	}
+	return g.MGID.String()
 }
 
 // groupOf turns JoinGroup's argument into a verbs.Group.

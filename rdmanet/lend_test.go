@@ -49,29 +49,56 @@ func TestReadLendKeepsPayloadUntilRelease(t *testing.T) {
 	require.Equal(t, uint64(260), rx.Stats().Received)
 }
 
+// With every receive buffer lent, a reader blocks on an empty ring (and
+// holds the read lock); Release on another goroutine must still put the
+// buffers back, so that the next datagram reaches that reader.
 func TestReadLendReleaseFromAnotherGoroutine(t *testing.T) {
 	t.Parallel()
+	const depth = 40
 	g := newGroup()
-	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = 40 })
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
 	tx := listen(t, g)
-	ch := make(chan rdmanet.Datagram, 100)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for d := range ch {
-			d.Release()
-		}
-	}()
-	for i := 0; i < 300; i++ {
-		_, err := tx.WriteTo([]byte("x"), g)
+	lent := make([]rdmanet.Datagram, 0, depth)
+	for i := 0; i < depth; i++ {
+		_, err := tx.WriteTo([]byte("fill"), g)
 		require.NoError(t, err)
 		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
 		d, err := rx.ReadLend()
-		require.NoError(t, err, "datagram %d: a ring emptied by lending must refill on Release", i)
-		ch <- d
+		require.NoError(t, err)
+		lent = append(lent, d)
 	}
-	close(ch)
-	<-done
+	require.NoError(t, rx.SetReadDeadline(time.Time{}))
+	got := make(chan string, 1)
+	go func() {
+		d, err := rx.ReadLend()
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- string(d.Payload)
+		d.Release()
+	}()
+	time.Sleep(50 * time.Millisecond) // the reader is blocked on the empty ring
+	released := make(chan struct{})
+	go func() {
+		for i := range lent {
+			lent[i].Release()
+		}
+		close(released)
+	}()
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Release blocked behind a blocked reader")
+	}
+	_, err := tx.WriteTo([]byte("after release"), g)
+	require.NoError(t, err)
+	select {
+	case s := <-got:
+		require.Equal(t, "after release", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked reader never got the datagram sent after the buffers came back")
+	}
 }
 
 func TestReadLendAllocatesNothing(t *testing.T) {

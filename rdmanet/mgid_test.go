@@ -37,6 +37,8 @@ func TestJoinRawMGID(t *testing.T) {
 	raw := &rdmanet.Addr{GID: ipoib.GID(mgid), QPN: rdmanet.MulticastQPN}
 	require.NoError(t, mg.JoinGroup(nil, raw))
 	require.Error(t, mg.JoinGroup(nil, raw), "joining the same MGID twice")
+	require.ErrorContains(t, mg.JoinGroup(nil, g), "already joined as MGID", "the IP group is the same group")
+	require.Len(t, mg.Groups(), 1)
 
 	ga, err := mg.GroupAddr(raw)
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"devices", "[-root DIR]", "show the backends, and per RDMA device and port: state, MTU, link layer, GIDs", runDevices},
+	{"devices", "[-root DIR]", "show the backends, and per device (RDMA and software) and port: state, MTU, link layer, GIDs", runDevices},
 	{"mgid", "[-pkey P_KEY] [-scope SCOPE] GROUP|MGID", "print the MGIDs of a multicast group, or the groups an MGID comes from", runMGID},
 	{"perf", perfArgs, "measure latency (pingpong) or throughput and loss over rdmanet, or over UDP with -baseline udp", runPerf},
 }

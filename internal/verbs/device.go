@@ -1,5 +1,7 @@
 package verbs
 
+import "github.com/go-rdma/rdmanet/ipoib"
+
 // LinkLayer is a port's link layer.
 type LinkLayer uint8
 
@@ -100,22 +102,10 @@ type DeviceAttr struct {
 	Ports            []PortAttr
 }
 
-// IB MTUs (enum ibv_mtu), in bytes.
-var ibMTUs = [...]int{4096, 2048, 1024, 512, 256}
-
 // MTUFromNetdev returns the RoCE path MTU for a netdev MTU, as the kernel's
-// iboe_get_mtu does: subtract the RoCE headers (GRH 40, UDP 8, BTH 12,
-// the largest extended header 28, ICRC 4, XRC 4) and round down to an IB
-// MTU. 1500 gives 1024; loopback's 65536 gives 4096. Below 256 it returns 0.
-func MTUFromNetdev(netdevMTU int) int {
-	m := netdevMTU - (40 + 8 + 12 + 4 + 28 + 4)
-	for _, v := range ibMTUs {
-		if m >= v {
-			return v
-		}
-	}
-	return 0
-}
+// iboe_get_mtu does (ipoib.RoCEMTU): 1500 gives 1024; loopback's 65536
+// gives 4096.
+func MTUFromNetdev(netdevMTU int) int { return ipoib.RoCEMTU(netdevMTU) }
 
 // IBMTU returns the enum ibv_mtu value (1..5) of a byte MTU, or 0.
 func IBMTU(bytes int) int {
