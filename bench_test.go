@@ -300,6 +300,12 @@ func BenchmarkThroughput(b *testing.B) {
 			tx := newRDMA(b, g, true, 0)
 			throughput(b, tx, rx, sz.n, true)
 		})
+		b.Run("rdmanet-spin50us/"+sz.name, func(b *testing.B) {
+			g := nextGroup()
+			rx := newRDMA(b, g, false, 50*time.Microsecond)
+			tx := newRDMA(b, g, true, 0)
+			throughput(b, tx, rx, sz.n, false)
+		})
 		b.Run("rdmanet-lend/"+sz.name, func(b *testing.B) {
 			g := nextGroup()
 			rx := newRDMA(b, g, false, 0)
