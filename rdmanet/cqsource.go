@@ -47,10 +47,18 @@ func (a *chanAcker) ackAll() {
 // conn's pending completions.
 type recvSource struct {
 	chanAcker
-	c *Conn
+	c    *Conn
+	hint verbs.WakeHinter // the channel, when it takes wake-up hints
 }
 
 func (s *recvSource) Poll() (int, error) { return s.c.pollRecv() }
+
+// Woken passes the poller's news on to a channel that can use it.
+func (s *recvSource) Woken() {
+	if s.hint != nil {
+		s.hint.Woken()
+	}
+}
 
 // sendSource is the send CQ: Poll reclaims send slots.
 type sendSource struct {

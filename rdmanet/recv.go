@@ -53,7 +53,8 @@ func (c *Conn) initRecv() error {
 		return err
 	}
 	cq := c.qp.RecvCQ()
-	r.src = recvSource{chanAcker{cq: cq, ch: cq.Channel()}, c}
+	r.src = recvSource{chanAcker: chanAcker{cq: cq, ch: cq.Channel()}, c: c}
+	r.src.hint, _ = cq.Channel().(verbs.WakeHinter)
 	r.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-recv-cq", &r.src, c.cfg.Spin)
 	if lt, ok := cq.Channel().(verbs.LevelTriggered); ok && err == nil {
 		r.waiter.SetLevelTriggered(lt.LevelTriggered())

@@ -23,6 +23,10 @@ type Source interface {
 	Drain() (int, error)
 }
 
+// woken is implemented by Sources that want to know that a wait ended
+// because their fd became readable (see verbs.WakeHinter).
+type woken interface{ Woken() }
+
 // Waiter waits for one Source through one channel fd. Wait must not be
 // called concurrently on the same Waiter; callers serialize (rdmanet holds
 // its read or write lock around Wait).
@@ -67,9 +71,19 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 // step is one round of the wake-up protocol; true ends the wait.
 func (w *Waiter) step(uintptr) bool {
 	if w.level {
+		if w.slept {
+			w.slept = false
+			if h, ok := w.src.(woken); ok {
+				h.Woken()
+			}
+		}
 		n, err := w.src.Poll()
 		w.n, w.err = n, err
-		return err != nil || n > 0
+		if err == nil && n == 0 {
+			w.slept = true
+			return false
+		}
+		return true
 	}
 	if w.slept {
 		// Woken: consume the events at once, so the channel is read dry

@@ -235,6 +235,13 @@ type LevelTriggered interface {
 	LevelTriggered() bool
 }
 
+// WakeHinter is implemented by level-triggered channels that can use the
+// news that their fd just woke a waiter: the next Poll may skip its
+// readiness check and read at once.
+type WakeHinter interface {
+	Woken()
+}
+
 // EventChannel carries an ID's asynchronous events.
 type EventChannel interface {
 	// Fd is readable when Next may return an event.

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -133,6 +134,8 @@ type recvCQ struct {
 	interest bool
 	ev       unix.EpollEvent
 	evs      [2]unix.EpollEvent // Poll's readiness scratch
+	woken    atomic.Bool        // the channel just woke a waiter (WakeHinter)
+	last     int                // the socket the last datagram came from
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -263,19 +266,26 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	// cheap syscall instead of a failed recvmmsg per socket, and only
 	// ready sockets are read.
 	drained := [2]bool{true, true}
-	nev, err := epollWait(c.epfd, c.evs[:])
-	if err != nil && err != unix.EINTR {
-		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
-	}
-	for _, ev := range c.evs[:max(nev, 0)] {
-		for i, fd := range socks {
-			if int(ev.Fd) == fd {
-				drained[i] = false
+	start := c.turn
+	c.turn ^= 1
+	if c.woken.Swap(false) {
+		// Just woken by the channel: something is there, most likely
+		// where the last datagram came from. Read there first.
+		drained = [2]bool{false, false}
+		start = c.last
+	} else {
+		nev, err := epollWait(c.epfd, c.evs[:])
+		if err != nil && err != unix.EINTR {
+			return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
+		}
+		for _, ev := range c.evs[:max(nev, 0)] {
+			for i, fd := range socks {
+				if int(ev.Fd) == fd {
+					drained[i] = false
+				}
 			}
 		}
 	}
-	start := c.turn
-	c.turn ^= 1
 	n := 0
 	// Read until a completion is found or both sockets are dry: a reader
 	// sleeps on the channel only after Poll returned 0, and the channel
@@ -298,6 +308,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			drained[s] = true
 		}
 		n += c.complete(s, got, wcs[n:])
+		if got > 0 {
+			c.last = s
+		}
 		if n > 0 && drained[s] {
 			// Deliver now rather than spend a syscall on the other
 			// socket; the next Poll starts there.

@@ -7,3 +7,8 @@ package soft
 // returned 0 the fd is quiet, and a waiter may sleep at once: there is
 // nothing to arm or drain.
 func (ch *recvChannel) LevelTriggered() bool { return true }
+
+// Woken implements verbs.WakeHinter: the fd just woke a waiter, so the next
+// Poll reads the socket that last had datagrams at once instead of asking
+// epoll first.
+func (ch *recvChannel) Woken() { ch.woken.Store(true) }
