@@ -226,7 +226,7 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 			}
 			gids := make([]verbs.GIDEntry, 0, len(p.GIDs))
 			for _, g := range p.GIDs {
-				gids = append(gids, verbs.GIDEntry{Index: g.Index, GID: verbs.GID(g.GID), Type: verbs.GIDType(g.Type), Netdev: g.Netdev})
+				gids = append(gids, verbs.GIDEntry{Index: g.Index, GID: verbs.GID(g.GID), Type: g.Type, Netdev: g.Netdev})
 			}
 			if err := printGIDs(out, gids); err != nil {
 				return err

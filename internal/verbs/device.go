@@ -2,73 +2,33 @@ package verbs
 
 import "github.com/go-rdma/rdmanet/ipoib"
 
-// LinkLayer is a port's link layer.
-type LinkLayer uint8
-
-const (
-	LinkLayerUnspecified LinkLayer = iota
-	LinkLayerInfiniBand
-	LinkLayerEthernet
+// The enums sysfs and the verbs share are ipoib's: one definition, one
+// String for each.
+type (
+	// LinkLayer is a port's link layer.
+	LinkLayer = ipoib.LinkLayer
+	// GIDType is the type of a GID table entry.
+	GIDType = ipoib.GIDType
+	// PortState is a port's logical state (enum ibv_port_state).
+	PortState = ipoib.PortState
 )
 
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "unspecified"
-}
-
-// GIDType is the type of a GID table entry.
-type GIDType uint8
-
 const (
-	GIDTypeIB GIDType = iota
-	GIDTypeRoCEv1
-	GIDTypeRoCEv2
+	LinkLayerUnspecified = ipoib.LinkLayerUnspecified
+	LinkLayerInfiniBand  = ipoib.LinkLayerInfiniBand
+	LinkLayerEthernet    = ipoib.LinkLayerEthernet
+
+	GIDTypeIB     = ipoib.GIDTypeIB
+	GIDTypeRoCEv1 = ipoib.GIDTypeRoCEv1
+	GIDTypeRoCEv2 = ipoib.GIDTypeRoCEv2
+
+	PortNop         = ipoib.PortNop
+	PortDown        = ipoib.PortDown
+	PortInit        = ipoib.PortInit
+	PortArmed       = ipoib.PortArmed
+	PortActive      = ipoib.PortActive
+	PortActiveDefer = ipoib.PortActiveDefer
 )
-
-func (t GIDType) String() string {
-	switch t {
-	case GIDTypeIB:
-		return "IB"
-	case GIDTypeRoCEv1:
-		return "RoCE v1"
-	case GIDTypeRoCEv2:
-		return "RoCE v2"
-	}
-	return "unknown"
-}
-
-// PortState is a port's logical state (enum ibv_port_state).
-type PortState uint8
-
-const (
-	PortNop PortState = iota
-	PortDown
-	PortInit
-	PortArmed
-	PortActive
-	PortActiveDefer
-)
-
-func (s PortState) String() string {
-	switch s {
-	case PortDown:
-		return "DOWN"
-	case PortInit:
-		return "INIT"
-	case PortArmed:
-		return "ARMED"
-	case PortActive:
-		return "ACTIVE"
-	case PortActiveDefer:
-		return "ACTIVE_DEFER"
-	}
-	return "NOP"
-}
 
 // GIDEntry is one entry of a port's GID table.
 type GIDEntry struct {

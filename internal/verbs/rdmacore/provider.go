@@ -46,21 +46,31 @@ func (provider) Available() error {
 	return nil
 }
 
-// deviceNames lists the devices libibverbs sees. A kernel without RDMA
-// support (ENOSYS) or without the uverbs class counts as no device.
-func deviceNames() ([]string, error) {
+// deviceList is ibv_get_device_list: a kernel without RDMA support
+// (ENOSYS) or without the uverbs class counts as no device (nil list, nil
+// error). Free a non-nil list with rn_free_device_list.
+func deviceList() (*unsafe.Pointer, int, error) {
 	var n, e C.int
 	list := C.rn_get_device_list(&n, &e)
 	if list == nil {
 		switch unix.Errno(e) {
 		case unix.ENOSYS, unix.ENOENT, unix.ENODEV, unix.ENXIO:
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, fmt.Errorf("ibv_get_device_list: %w", unix.Errno(e))
+		return nil, 0, fmt.Errorf("ibv_get_device_list: %w", unix.Errno(e))
+	}
+	return list, int(n), nil
+}
+
+// deviceNames lists the devices libibverbs sees.
+func deviceNames() ([]string, error) {
+	list, n, err := deviceList()
+	if list == nil {
+		return nil, err
 	}
 	defer C.rn_free_device_list(list)
-	names := make([]string, 0, int(n))
-	for i := 0; i < int(n); i++ {
+	names := make([]string, 0, n)
+	for i := 0; i < n; i++ {
 		names = append(names, C.GoString(C.rn_device_name(C.rn_device_at(list, C.int(i)))))
 	}
 	return names, nil
@@ -73,23 +83,19 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
-	var n, e C.int
-	list := C.rn_get_device_list(&n, &e)
+	list, n, err := deviceList()
 	if list == nil {
-		switch unix.Errno(e) {
-		case unix.ENOSYS, unix.ENOENT, unix.ENODEV, unix.ENXIO:
-			return nil, nil
-		}
-		return nil, fmt.Errorf("ibv_get_device_list: %w", unix.Errno(e))
+		return nil, err
 	}
 	defer C.rn_free_device_list(list)
 	// A sysfs that cannot be read (some containers) leaves the GID
 	// tables empty; the verbs still answer.
 	sys, _ := discover(sysfsRoot)
 	var out []verbs.DeviceAttr
-	for i := 0; i < int(n); i++ {
+	for i := 0; i < n; i++ {
 		dev := C.rn_device_at(list, C.int(i))
 		name := C.GoString(C.rn_device_name(dev))
+		var e C.int
 		ctx := C.rn_open_device(dev, &e)
 		if ctx == nil {
 			return out, fmt.Errorf("ibv_open_device %s: %w", name, unix.Errno(e))

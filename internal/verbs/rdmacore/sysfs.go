@@ -18,11 +18,6 @@ var sysfsRoot = "/"
 // addresses.
 var discover = ipoib.Discover
 
-// The ipoib and verbs enums share their values; these conversions keep
-// that assumption in one place.
-func gidType(t ipoib.GIDType) verbs.GIDType         { return verbs.GIDType(t) }
-func linkLayerOf(l ipoib.LinkLayer) verbs.LinkLayer { return verbs.LinkLayer(l) }
-
 // gidTable converts a port's GID table as ipoib read it.
 func gidTable(p *ipoib.Port) []verbs.GIDEntry {
 	if p == nil || len(p.GIDs) == 0 {
@@ -30,7 +25,7 @@ func gidTable(p *ipoib.Port) []verbs.GIDEntry {
 	}
 	out := make([]verbs.GIDEntry, 0, len(p.GIDs))
 	for _, e := range p.GIDs {
-		out = append(out, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: gidType(e.Type), Netdev: e.Netdev})
+		out = append(out, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: e.Type, Netdev: e.Netdev})
 	}
 	return out
 }
@@ -91,7 +86,7 @@ func bindingDetails(b *verbs.Binding) {
 	e, ok, _ := ipoib.LookupGID(sysfsRoot, b.Device, b.Port, ipoib.GID(b.GID))
 	switch {
 	case ok:
-		b.GIDIndex, b.GIDType, b.Netdev = e.Index, gidType(e.Type), e.Netdev
+		b.GIDIndex, b.GIDType, b.Netdev = e.Index, e.Type, e.Netdev
 	case b.LinkLayer == verbs.LinkLayerEthernet:
 		b.GIDType = verbs.GIDTypeRoCEv2
 	}
