@@ -36,8 +36,11 @@ type ListenConfig struct {
 	// agree with the address.
 	Device string
 	Port   int
-	// RecvDepth is the number of receive buffers kept posted (default
-	// 512); SendDepth the number of sends in flight (default 256).
+	// RecvDepth is the number of receive buffers kept posted; SendDepth
+	// the number of sends in flight (default 256). RecvDepth defaults to
+	// 512 on rdma-core, where it is all the buffering a UD QP has, and to
+	// 64 on the software backend, where the socket buffer holds datagrams
+	// until a receive is posted and a short ring stays in cache.
 	RecvDepth int
 	SendDepth int
 	// DisableLoopback stops the conn from receiving its own multicast
@@ -62,9 +65,6 @@ type ListenConfig struct {
 
 func (lc *ListenConfig) withDefaults() ListenConfig {
 	c := *lc
-	if c.RecvDepth <= 0 {
-		c.RecvDepth = 512
-	}
 	if c.SendDepth <= 0 {
 		c.SendDepth = 256
 	}
@@ -85,6 +85,12 @@ func (lc *ListenConfig) withDefaults() ListenConfig {
 	}
 	return c
 }
+
+// Receive ring depths when ListenConfig.RecvDepth is 0.
+const (
+	defaultRecvDepth     = 512
+	defaultSoftRecvDepth = 64
+)
 
 // chooseProvider picks the provider for cfg: the named one, or for "auto"
 // rdma-core when it is available and an active port serves the address,
