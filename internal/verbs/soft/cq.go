@@ -135,6 +135,8 @@ type recvCQ struct {
 	ev       unix.EpollEvent
 	evs      [2]unix.EpollEvent // Poll's readiness scratch
 	woken    atomic.Bool        // the channel just woke a waiter (WakeHinter)
+	single   bool               // wakes bring one datagram: read one slot
+	probe    bool               // a one-slot read happened: check for more
 	last     int                // the socket the last datagram came from
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
@@ -268,7 +270,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	drained := [2]bool{true, true}
 	start := c.turn
 	c.turn ^= 1
-	if c.woken.Swap(false) {
+	woken := c.woken.Swap(false)
+	single := woken && c.single
+	if woken {
 		// Just woken by the channel: something is there, most likely
 		// where the last datagram came from. Read there first.
 		drained = [2]bool{false, false}
@@ -277,6 +281,14 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		nev, err := epollWait(c.epfd, c.evs[:])
 		if err != nil && err != unix.EINTR {
 			return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
+		}
+		if c.probe {
+			// The last wake read one datagram; more already waiting
+			// means a stream, where wakes should read whole batches.
+			c.probe = false
+			if nev > 0 {
+				c.single = false
+			}
 		}
 		for _, ev := range c.evs[:max(nev, 0)] {
 			for i, fd := range socks {
@@ -296,6 +308,14 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			continue
 		}
 		k := min(len(wcs)-n, c.n, len(c.msgs))
+		if single && n == 0 {
+			// Request/response traffic: a waiter that slept wants one
+			// datagram soon, and a one-slot read saves recvmmsg's extra
+			// attempt. Anything else queued stays for the next Poll (the
+			// channel stays readable).
+			k = 1
+			c.probe = true
+		}
 		got, err := c.recv(socks[s], k)
 		if err == unix.EAGAIN {
 			drained[s] = true
@@ -310,8 +330,11 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {
 			c.last = s
+			if woken && !single {
+				c.single = got == 1 // one datagram per wake: request/response
+			}
 		}
-		if n > 0 && drained[s] {
+		if n > 0 && (drained[s] || single) {
 			// Deliver now rather than spend a syscall on the other
 			// socket; the next Poll starts there.
 			break
