@@ -1,7 +1,10 @@
 package rdmanet
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -56,7 +59,14 @@ func (c *Conn) initEvents() error {
 func (c *Conn) eventLoop() {
 	defer close(c.ev.stopped)
 	for {
-		if _, err := c.ev.waiter.Wait(); err != nil {
+		if _, err := c.ev.waiter.Wait(); errors.Is(err, os.ErrDeadlineExceeded) {
+			// A kick: clear it first, then collect what is queued, so
+			// that a kick racing this one is not lost.
+			c.ev.waiter.SetDeadline(time.Time{})
+			if _, err := c.ev.src.Poll(); err != nil && c.closed.Load() {
+				return
+			}
+		} else if err != nil {
 			return // closed
 		}
 		evs := c.ev.src.pending
@@ -76,6 +86,16 @@ func (c *Conn) eventLoop() {
 				c.wr.waiter.Close()
 			}
 		}
+	}
+}
+
+// kickEvents makes the event goroutine look at the event queue. A provider
+// may read events off the channel while it waits for a join (rdma-core
+// does: one rdma_cm channel carries both) and queue the others for Next:
+// the channel fd then has nothing left to wake the goroutine with.
+func (c *Conn) kickEvents() {
+	if c.ev.waiter != nil {
+		c.ev.waiter.SetDeadline(time.Unix(1, 0))
 	}
 }
 

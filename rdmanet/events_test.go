@@ -114,3 +114,18 @@ func TestBlockedWriteDeadlineAndClose(t *testing.T) {
 		}
 	}
 }
+
+// An event a provider read off the channel during a join, and queued, must
+// still reach the conn although the channel fd will not wake it again.
+func TestEventQueuedDuringJoinIsSeen(t *testing.T) {
+	softOnly(t)
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendQuietEvents}
+	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // the event goroutine is asleep on the fd
+	require.NoError(t, c.JoinGroup(nil, newGroup()))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, _, err = c.ReadFrom(make([]byte, 10))
+	require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved, "the DEVICE_REMOVAL queued by Join was never handled")
+}

@@ -1,6 +1,9 @@
 package rdmanet
 
 import (
+	"context"
+	"sync"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -80,3 +83,53 @@ func (c *stuckCQ) Channel() verbs.Channel       { return c }
 func (c *stuckCQ) Fd() int                      { return c.efd }
 func (c *stuckCQ) GetEvents() (int, error)      { return 0, nil }
 func (c *stuckCQ) AckEvents(int)                {}
+
+// BackendQuietEvents is a test backend: the software provider, except that
+// a Join reads a DEVICE_REMOVAL off the event channel and queues it for
+// Next without leaving the fd readable, as rdma-core's Join does with
+// events that are not its own.
+const BackendQuietEvents = "test-quiet-events"
+
+func init() { verbs.Register(quietProvider{}) }
+
+type quietProvider struct{ stuckProvider }
+
+func (quietProvider) Name() string                   { return BackendQuietEvents }
+func (p quietProvider) Serves(verbs.BindConfig) bool { return false }
+func (p quietProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
+	id, err := p.soft().Bind(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &quietID{ID: id}, nil
+}
+
+type quietID struct {
+	verbs.ID
+	mu    sync.Mutex
+	queue []verbs.Event
+}
+
+func (q *quietID) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (verbs.Membership, error) {
+	m, err := q.ID.Join(ctx, g, opt)
+	q.mu.Lock()
+	q.queue = append(q.queue, verbs.Event{Type: verbs.EventDeviceRemoval})
+	q.mu.Unlock()
+	return m, err
+}
+
+func (q *quietID) Events() verbs.EventChannel { return quietChannel{q} }
+
+type quietChannel struct{ q *quietID }
+
+func (c quietChannel) Fd() int { return c.q.ID.Events().Fd() }
+func (c quietChannel) Next() (verbs.Event, bool, error) {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	if len(c.q.queue) > 0 {
+		ev := c.q.queue[0]
+		c.q.queue = c.q.queue[1:]
+		return ev, true, nil
+	}
+	return c.q.ID.Events().Next()
+}

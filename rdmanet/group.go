@@ -73,6 +73,7 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		return fmt.Errorf("MGID %s already joined", g.MGID)
 	}
 	m, err := c.id.Join(ctx, g, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
+	c.kickEvents()
 	if err != nil {
 		return err
 	}
@@ -261,6 +262,7 @@ func (c *Conn) tryRejoin(m *membership) bool {
 	ctx, cancel := context.WithTimeout(c.ctx, joinTimeout)
 	nm, err := c.id.Join(ctx, m.group, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
 	cancel()
+	c.kickEvents()
 	if err != nil {
 		return false
 	}
