@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -236,7 +237,7 @@ func (c *Conn) rejoin(mgid ipoib.GID) {
 			return
 		}
 		if c.tryRejoin(m) {
-			c.ctr.add(&c.ctr.rejoins, 1)
+			atomic.AddUint64(&c.ctr.rejoins, 1)
 			return
 		}
 		select {

@@ -239,26 +239,21 @@ func (c *Conn) ReadBatch(ms []Message) (int, error) {
 // RoCE v2 over IPv4 the area holds an IPv4 header in bytes 20-39 (bytes
 // 0-19 undefined); otherwise it is an IPv6 header / IB GRH with the SGID at
 // bytes 8-23. libibverbs tells them apart the same way.
-func grhSGID(buf []byte) ipoib.GID {
-	var g ipoib.GID
-	if isIPv4GRH(buf) {
-		g[10], g[11] = 0xff, 0xff
-		copy(g[12:], buf[20+12:20+16])
-		return g
-	}
-	copy(g[:], buf[8:24])
-	return g
-}
+func grhSGID(buf []byte) ipoib.GID { return grhGID(buf, 20+12, 8) }
 
 // grhDGID returns the destination GID of the GRH area.
-func grhDGID(buf []byte) ipoib.GID {
+func grhDGID(buf []byte) ipoib.GID { return grhGID(buf, 20+16, 24) }
+
+// grhGID reads a GID from the GRH area: an IPv4 address at v4 (mapped to
+// ::ffff:a.b.c.d) in an IPv4 header, else 16 bytes at v6.
+func grhGID(buf []byte, v4, v6 int) ipoib.GID {
 	var g ipoib.GID
 	if isIPv4GRH(buf) {
 		g[10], g[11] = 0xff, 0xff
-		copy(g[12:], buf[20+16:20+20])
+		copy(g[12:], buf[v4:v4+4])
 		return g
 	}
-	copy(g[:], buf[24:40])
+	copy(g[:], buf[v6:v6+16])
 	return g
 }
 

@@ -37,8 +37,6 @@ type counters struct {
 	wcErrors, sendErrors, rejoins       uint64
 }
 
-func (c *counters) add(p *uint64, n uint64) { atomic.AddUint64(p, n) }
-
 // Stats returns a snapshot of the conn's counters.
 func (c *Conn) Stats() Stats {
 	s := Stats{

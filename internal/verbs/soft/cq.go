@@ -253,11 +253,8 @@ func (ch *recvChannel) AckEvents(int) {}
 func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", verbs.ErrClosed)
-	}
-	if c.q.id.removed.Load() {
-		return 0, fmt.Errorf("soft: ibv_poll_cq: %w", verbs.ErrDeviceRemoved)
+	if err := c.q.usable("ibv_poll_cq", c.closed); err != nil {
+		return 0, err
 	}
 	defer c.updateInterest()
 	socks := [2]int{c.q.mcFd, c.q.uniFd}

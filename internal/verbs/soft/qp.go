@@ -383,17 +383,26 @@ func (q *QP) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	return &ah{attr: attr, qp: q, dst: a.As4()}, nil
 }
 
+// usable says why a verb cannot run on the QP: the queue it needs is
+// closed, or the device was removed. The caller holds that queue's lock.
+func (q *QP) usable(verb string, closed bool) error {
+	if closed {
+		return fmt.Errorf("soft: %s: %w", verb, verbs.ErrClosed)
+	}
+	if q.id.removed.Load() {
+		return fmt.Errorf("soft: %s: %w", verb, verbs.ErrDeviceRemoved)
+	}
+	return nil
+}
+
 // PostRecv posts receive WRs. Each buffer must hold the 40-byte GRH area
 // and the payload (and should hold 40 + MTU).
 func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	c := &q.rcq
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return 0, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrClosed)
-	}
-	if q.id.removed.Load() {
-		return 0, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrDeviceRemoved)
+	if err := q.usable("ibv_post_recv", c.closed); err != nil {
+		return 0, err
 	}
 	defer c.updateInterest()
 	for i := range wrs {
@@ -462,11 +471,8 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, fmt.Errorf("soft: ibv_post_send: %w", verbs.ErrClosed)
-	}
-	if q.id.removed.Load() {
-		return 0, fmt.Errorf("soft: ibv_post_send: %w", verbs.ErrDeviceRemoved)
+	if err := q.usable("ibv_post_send", s.closed); err != nil {
+		return 0, err
 	}
 	posted := 0
 	for posted < len(wrs) {
