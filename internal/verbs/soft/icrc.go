@@ -156,6 +156,8 @@ func VerifyICRC(pkt []byte) bool {
 type solveTab struct {
 	v [32]uint32
 	m [32]uint32
+	// col is L's columns: what each unknown bit flips in the ICRC.
+	col [17]uint32
 }
 
 // idBits is where the unknown bits sit in the ICRC stream: ID at stream
@@ -192,6 +194,7 @@ func newSolveTab(udpLen int) *solveTab {
 		head[off] = mask
 		v := crc32.Update(0, crc32.IEEETable, head[:off+1])
 		v = crcZeros(v, n-off-1) ^ base
+		t.col[j] = v
 		m := uint32(1) << j
 		for v != 0 {
 			p := 31 - bits.LeadingZeros32(v)
@@ -218,6 +221,19 @@ func (t *solveTab) solve(s uint32) (id uint16, df bool, ok bool) {
 		x ^= t.m[p]
 	}
 	return uint16(x), x>>16&1 != 0, true
+}
+
+// icrcIDDelta is what changing an IPv4 datagram's IP ID from 0 to id
+// flips in its ICRC (udpLen is the UDP length, header included).
+func icrcIDDelta(udpLen int, id uint16) uint32 {
+	t := solveTabFor(udpLen)
+	var d uint32
+	for j := range 16 {
+		if id>>j&1 != 0 {
+			d ^= t.col[j]
+		}
+	}
+	return d
 }
 
 // solveTabs caches the tables by UDP length, two levels, built lazily.

@@ -425,6 +425,13 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 // sendQueue holds the per-slot scratch of a sendmmsg batch: one slot per
 // send queue entry. Sends complete synchronously, so the ring is reused by
 // every batch.
+//
+// A run of datagrams to one destination with one length (the last may be
+// shorter) goes out as one UDP GSO message (UDP_SEGMENT): the kernel walks
+// its stack once for the run and cuts it into datagrams as late as it can
+// (on loopback and veth, at the receiving socket). Segment j of a run gets
+// IP ID j (the run's skb has ID 0, DF set, unconnected socket, and GSO
+// numbers the segments from there), so its ICRC is sealed with that ID.
 type sendQueue struct {
 	mu     sync.Mutex
 	closed bool
@@ -433,10 +440,24 @@ type sendQueue struct {
 	tail   [][8]byte // pad and ICRC
 	iov    [][3]unix.Iovec
 	names  []unix.RawSockaddrInet4
-	msgs   []mmsghdr
+	msgs   []mmsghdr // one datagram per slot
 	status []verbs.WCStatus
 	ih     icrcHead
+
+	gso   bool       // UDP_SEGMENT works on this socket
+	segID []uint16   // each slot's IP ID (its index in its run)
+	dlen  []int      // each slot's UDP payload length
+	runs  []int      // the first slot of each run of the batch
+	gmsgs []mmsghdr  // one message per run
+	gctrl [][24]byte // each run's UDP_SEGMENT cmsg
 }
+
+// GSO limits: UDP_MAX_SEGMENTS in every kernel since 4.18, and an IPv4
+// datagram's largest UDP payload.
+const (
+	maxGSOSegs  = 64
+	maxGSOBytes = 0xFFFF - ipv4HdrSize - udpHdrSize
+)
 
 func (s *sendQueue) init(q *QP, depth int) error {
 	s.psn = rand.Uint32N(1 << 24)
@@ -446,6 +467,11 @@ func (s *sendQueue) init(q *QP, depth int) error {
 	s.names = make([]unix.RawSockaddrInet4, depth)
 	s.msgs = make([]mmsghdr, depth)
 	s.status = make([]verbs.WCStatus, depth)
+	s.segID = make([]uint16, depth)
+	s.dlen = make([]int, depth)
+	s.runs = make([]int, 0, depth+1)
+	s.gmsgs = make([]mmsghdr, depth)
+	s.gctrl = make([][24]byte, depth)
 	for i := range s.msgs {
 		s.names[i].Family = unix.AF_INET
 		s.names[i].Port = htons(UDPPort)
@@ -455,6 +481,8 @@ func (s *sendQueue) init(q *QP, depth int) error {
 		m.Iov = &s.iov[i][0]
 		m.SetIovlen(3)
 	}
+	// A kernel without UDP GSO (before 4.18) refuses the option.
+	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
 	return nil
 }
 
@@ -495,6 +523,8 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
 	room := q.scq.room()
 	k := min(len(wrs), len(s.msgs))
+	s.runs = s.runs[:0]
+	runLen, runBytes, runOpen := 0, 0, false
 	for i := range k {
 		wr := &wrs[i]
 		a, ok := wr.AH.(*ah)
@@ -539,8 +569,21 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		tail := s.tail[i][:pad+ICRCSize]
 		clear(tail[:pad])
 
-		udpLen := udpHdrSize + hl + len(payload) + pad + ICRCSize
-		crc := s.ih.start(q.unicast, a.dst, 0, true, UDPPort, UDPPort, udpLen, s.hdr[i][:])
+		dlen := hl + len(payload) + pad + ICRCSize
+		// Join the open run when this datagram can be its next segment.
+		if runOpen && a.dst == s.names[i-1].Addr && dlen <= runLen &&
+			i-s.runs[len(s.runs)-1] < maxGSOSegs && runBytes+dlen <= maxGSOBytes {
+			s.segID[i] = s.segID[i-1] + 1
+			runBytes += dlen
+			runOpen = dlen == runLen // a shorter segment ends the run
+		} else {
+			s.runs = append(s.runs, i)
+			s.segID[i] = 0
+			runLen, runBytes, runOpen = dlen, dlen, s.gso
+		}
+		s.dlen[i] = dlen
+		s.names[i].Addr = a.dst
+		crc := s.ih.start(q.unicast, a.dst, s.segID[i], true, UDPPort, UDPPort, udpHdrSize+dlen, s.hdr[i][:])
 		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][BTHSize:hl])
 		crc = crc32.Update(crc, crc32.IEEETable, payload)
 		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
@@ -549,18 +592,86 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		setIov(&s.iov[i][0], s.hdr[i][:hl])
 		setIov(&s.iov[i][1], payload)
 		setIov(&s.iov[i][2], tail)
-		s.names[i].Addr = a.dst
 		s.status[i] = verbs.WCSuccess
 		s.psn = (s.psn + 1) & 0xFFFFFF
 	}
 	return k, nil
 }
 
-// transmit sends the prepared slots and completes the WRs.
+// transmit sends the prepared slots, a message per run, and completes the
+// WRs.
 func (q *QP) transmit(wrs []verbs.SendWR) {
 	s := &q.sq
-	for i := 0; i < len(wrs); {
-		n, err := sendmmsg(q.uniFd, s.msgs[i:len(wrs)], 0)
+	nr := len(s.runs)
+	s.runs = append(s.runs, len(wrs))
+	for r := range nr {
+		first, n := s.runs[r], s.runs[r+1]-s.runs[r]
+		g := &s.gmsgs[r]
+		g.Hdr = s.msgs[first].Hdr
+		g.Hdr.SetIovlen(3 * n)
+		g.Len = 0
+		if n > 1 {
+			c := s.gctrl[r][:]
+			h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+			h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+			h.SetLen(unix.CmsgLen(2))
+			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = uint16(s.dlen[first])
+			g.Hdr.Control = &c[0]
+			g.Hdr.SetControllen(unix.CmsgSpace(2))
+		}
+	}
+	for r := 0; r < nr; {
+		sent, err := sendRuns(q.uniFd, s.gmsgs[r:nr], 0)
+		if err == nil {
+			r += sent
+			continue
+		}
+		first, last := s.runs[r], s.runs[r+1]
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN || err == unix.ENOBUFS:
+			q.sendDropped.Add(uint64(last - first))
+		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP):
+			// The route cannot take GSO (a device without checksum
+			// offload, an MTU the run does not fit): send the run one
+			// datagram at a time, and stop making runs.
+			s.gso = false
+			q.sendEach(first, last)
+		default:
+			for i := first; i < last; i++ {
+				s.status[i] = verbs.WCGeneralErr
+			}
+		}
+		r++
+	}
+	q.scq.mu.Lock()
+	for i := range wrs {
+		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
+			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn})
+		}
+	}
+	q.scq.mu.Unlock()
+}
+
+// sendRuns is sendmmsg; tests replace it to make the kernel refuse GSO.
+var sendRuns = sendmmsg
+
+// sendEach sends slots [first, last) as datagrams of their own, resealing
+// the ICRC of those sealed as later segments of a run (IP ID 0 now).
+func (q *QP) sendEach(first, last int) {
+	s := &q.sq
+	for i := first; i < last; i++ {
+		if id := s.segID[i]; id != 0 {
+			tail := s.iov[i][2]
+			icrc := unsafe.Slice(tail.Base, tail.Len)[tail.Len-ICRCSize:]
+			fix := icrcIDDelta(udpHdrSize+s.dlen[i], id)
+			binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^fix)
+			s.segID[i] = 0
+		}
+	}
+	for i := first; i < last; {
+		n, err := sendmmsg(q.uniFd, s.msgs[i:last], 0)
 		switch err {
 		case nil:
 			i += n
@@ -573,11 +684,4 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 			i++
 		}
 	}
-	q.scq.mu.Lock()
-	for i := range wrs {
-		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
-			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn})
-		}
-	}
-	q.scq.mu.Unlock()
 }

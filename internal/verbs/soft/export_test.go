@@ -1,0 +1,22 @@
+package soft
+
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// RefuseGSO makes every send of a run of two or more datagrams fail with
+// errno, as a kernel or route that cannot do UDP GSO would, until restore
+// is called; refused counts the refusals.
+func RefuseGSO(errno unix.Errno) (refused *atomic.Int32, restore func()) {
+	refused = new(atomic.Int32)
+	sendRuns = func(fd int, msgs []mmsghdr, flags int) (int, error) {
+		if msgs[0].Hdr.Iovlen > 3 {
+			refused.Add(1)
+			return 0, errno
+		}
+		return sendmmsg(fd, msgs, flags)
+	}
+	return refused, func() { sendRuns = sendmmsg }
+}

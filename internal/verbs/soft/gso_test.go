@@ -1,0 +1,253 @@
+package soft_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// TestGSORunsOnTheWire sends runs of datagrams through a TUN device and
+// checks every IPv4 packet the kernel puts on it, headers and all. The
+// kernel takes a run as one UDP GSO message and cuts it in software (the
+// TUN has no UDP segmentation offload), giving segment j the IP ID j that
+// its ICRC was sealed with. Where the kernel refuses GSO (EIO: older
+// kernels on a device without checksum offload), the QP sends the run one
+// datagram at a time, resealed for IP ID 0, and makes no more runs.
+// Either way every packet must carry a correct ICRC, in order, and every
+// WR must complete successfully.
+//
+// It makes the TUN device in a network namespace of its own: the test
+// re-executes itself under `unshare -n`, which needs root.
+func TestGSORunsOnTheWire(t *testing.T) {
+	const marker = "RDMANET_GSO_NETNS"
+	if os.Getenv(marker) == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root: it makes a TUN device in a private network namespace (unshare -n)")
+		}
+		cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^TestGSORunsOnTheWire$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), marker+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a private network namespace:\n%s", out)
+		require.NoError(t, err)
+		for _, sub := range []string{"gso", "gso-refused"} {
+			assert.Contains(t, string(out), "--- PASS: TestGSORunsOnTheWire/"+sub)
+		}
+		return
+	}
+
+	tun := openTUN(t, "rdmatun0")
+	for _, cmd := range [][]string{
+		{"ip", "addr", "add", "10.77.0.1/24", "dev", "rdmatun0"},
+		{"ip", "link", "set", "rdmatun0", "up"},
+	} {
+		out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+		require.NoError(t, err, "%v: %s", cmd, out)
+	}
+
+	t.Run("gso", func(t *testing.T) {
+		e := tunEndpoint(t)
+		pkts := sendThroughTUN(t, e, tun)
+		for j, p := range pkts {
+			assert.Equal(t, uint16(j), binary.BigEndian.Uint16(p[4:]), "packet %d: IP ID is its index in the GSO run", j)
+		}
+	})
+	t.Run("gso-refused", func(t *testing.T) {
+		refused, restore := soft.RefuseGSO(unix.EIO)
+		defer restore()
+		e := tunEndpoint(t)
+		for range 2 {
+			pkts := sendThroughTUN(t, e, tun)
+			for j, p := range pkts {
+				assert.Zero(t, binary.BigEndian.Uint16(p[4:]), "packet %d: sent alone, IP ID 0", j)
+			}
+		}
+		assert.Equal(t, int32(1), refused.Load(), "after a refusal the QP makes no more runs")
+	})
+}
+
+func openTUN(t *testing.T, name string) int {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	ifr, err := unix.NewIfreq(name)
+	require.NoError(t, err)
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	require.NoError(t, unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr))
+	return fd
+}
+
+// tunEndpoint is a software QP on rdmatun0 with a 64 KiB arena.
+func tunEndpoint(t *testing.T) *endpoint {
+	ifi, err := net.InterfaceByName("rdmatun0")
+	require.NoError(t, err)
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	id, err := p.Bind(verbs.BindConfig{Interface: ifi})
+	require.NoError(t, err)
+	t.Cleanup(func() { id.Close() })
+	qpi, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	qp := qpi.(*soft.QP)
+	a, err := verbs.NewArena(1 << 16)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Free() })
+	mr, err := qp.RegisterMemory(a)
+	require.NoError(t, err)
+	return &endpoint{t: t, id: id, qp: qp, arena: a, mr: mr}
+}
+
+// sendThroughTUN sends 9 datagrams to a group through the TUN, 8 of 100
+// bytes and a last of 37, in one PostSend, and returns the 9 IPv4 packets
+// read off the TUN after checking their ICRC, destination and payload.
+func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
+	qp, a, mr := e.qp, e.arena, e.mr
+	m, ah := e.join("239.77.0.1", true)
+
+	const n = 9
+	wrs := make([]verbs.SendWR, n)
+	var want [][]byte
+	for i := range wrs {
+		size := 100
+		if i == n-1 {
+			size = 37
+		}
+		b := a.Slice(uint32(i*128), uint32(size))
+		for k := range b {
+			b[k] = byte(i*7 + k)
+		}
+		want = append(want, bytes.Clone(b))
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: verbs.SGE{Offset: uint32(i * 128), Length: uint32(size), LKey: mr.LKey()},
+			AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: qp.QKey(), Flags: verbs.SendSignaled}
+	}
+	k, err := qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	wcs := make([]verbs.WC, 16)
+	k, err = qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	for i, wc := range wcs[:k] {
+		assert.Equal(t, verbs.WCSuccess, wc.Status, "WR %d", i)
+	}
+
+	var pkts [][]byte
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pkts) < n && time.Now().Before(deadline) {
+		r, err := unix.Read(tun, buf)
+		if err == unix.EAGAIN {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		require.NoError(t, err)
+		pkt := buf[:r]
+		// Skip what else the kernel sends on a fresh link (IPv6, IGMP).
+		if r < 28 || pkt[0]>>4 != 4 || pkt[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(pkt[22:]) != soft.UDPPort {
+			continue
+		}
+		pkts = append(pkts, bytes.Clone(pkt))
+	}
+	require.Len(t, pkts, n, "RoCEv2 packets on the TUN")
+	for j, pkt := range pkts {
+		assert.True(t, soft.VerifyICRC(pkt), "packet %d: ICRC over the header the kernel wrote", j)
+		assert.Equal(t, uint16(0x4000), binary.BigEndian.Uint16(pkt[6:])&0x4000, "packet %d: DF", j)
+		assert.Equal(t, []byte{239, 77, 0, 1}, pkt[16:20], "packet %d: destination", j)
+		var h soft.Header
+		payload, r := soft.Decode(pkt[28:], &h)
+		require.Equal(t, soft.Accepted, r, "packet %d", j)
+		assert.Equal(t, want[j], payload, "packet %d: payload, in order", j)
+	}
+	return pkts
+}
+
+// TestRunsMixedBatch sends batches that must be cut into runs in several
+// places (64 segments, 64 KiB, a shorter datagram, another destination,
+// zero-length datagrams, immediates) and checks that every datagram
+// arrives whole and in order, its GRH carrying the IP ID of its place in
+// its run.
+func TestRunsMixedBatch(t *testing.T) {
+	r := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	r.join("239.201.9.1", false)
+	m, gah := s.join("239.201.9.1", true)
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+
+	type dg struct {
+		size  int
+		uni   bool
+		imm   bool
+		runID uint16 // the IP ID its run gives it
+	}
+	var a []dg // 64 of 100 B: one run of exactly 64 segments
+	for i := range 64 {
+		a = append(a, dg{size: 100, runID: uint16(i)})
+	}
+	var b []dg
+	for i := range 20 { // 4096 B: 15 fit in 64 KiB, then 5
+		b = append(b, dg{size: 4096, runID: uint16(i % 15)})
+	}
+	b = append(b,
+		dg{size: 4000, runID: 5},                           // a shorter one is the run's last
+		dg{size: 4000, runID: 0}, dg{size: 4000, runID: 1}, // so a new run starts
+		dg{size: 4000, uni: true, runID: 0},            // another destination
+		dg{size: 4000, uni: true, imm: true, runID: 0}, // longer (ImmDt): a new run
+		dg{size: 100, runID: 0}, dg{size: 100, runID: 1},
+		dg{size: 0, runID: 2}, // shorter: joins, ends the run
+		dg{size: 0, runID: 0}, dg{size: 0, imm: true, runID: 0})
+	for _, batch := range [][]dg{a, b} {
+		r.postRecvs(0, len(batch))
+		wrs := make([]verbs.SendWR, len(batch))
+		for i, d := range batch {
+			p := s.sendBuf(i)[:d.size]
+			for k := range p {
+				p[k] = byte(i + k)
+			}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, d.size), AH: gah, RemoteQPN: m.RemoteQPN, RemoteQKey: s.qp.QKey()}
+			if d.uni {
+				wrs[i].AH, wrs[i].RemoteQPN = uah, r.qp.QPN()
+			}
+			if d.imm {
+				wrs[i].Flags |= verbs.SendWithImm
+				wrs[i].Imm = uint32(i)
+			}
+		}
+		n, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), n)
+		wcs := r.recv(len(batch), 5*time.Second)
+		require.Len(t, wcs, len(batch))
+		// Unicast and multicast arrive on two sockets: match by size and
+		// content rather than assume one order across both.
+		seen := make([]bool, len(batch))
+		for _, wc := range wcs {
+			buf := r.buf(wc)
+			body := buf[verbs.GRHSize:]
+			i := -1
+			for j, d := range batch {
+				if !seen[j] && d.size == len(body) && (d.size == 0 || body[0] == byte(j)) && d.imm == (wc.Flags&verbs.WCWithImm != 0) && (!d.imm || wc.Imm == uint32(j)) {
+					i = j
+					break
+				}
+			}
+			require.GreaterOrEqual(t, i, 0, "a datagram of %d bytes that was not sent", len(body))
+			seen[i] = true
+			for k := range body {
+				require.Equal(t, byte(i+k), body[k], "datagram %d byte %d", i, k)
+			}
+			assert.Equal(t, batch[i].runID, binary.BigEndian.Uint16(buf[24:]), "datagram %d: IP ID", i)
+		}
+	}
+	assert.Zero(t, r.qp.Drops().BadICRC)
+}
