@@ -212,6 +212,19 @@ func TestSoftwareBackendAndRXE(t *testing.T) {
 		got++
 	}
 	require.Equal(t, net.ParseIP(nsAddr).To4(), from.IP().To4(), "the sender's GID carries its IP")
+	// A WriteBatch from the software backend goes out as one UDP GSO
+	// message that the kernel cuts into datagrams on the way into rxe: rxe
+	// checks each one's ICRC against the IP ID GSO gave it.
+	for i := range n + 1 {
+		want := fmt.Sprintf("soft->rxe batch %02d", i)
+		if i == n {
+			want = "last" // shorter: the run's last segment
+		}
+		hw.SetReadDeadline(time.Now().Add(20 * time.Second))
+		k, _, err := hw.ReadFrom(buf)
+		require.NoError(t, err, "rxe received %d of %d of the batch; rxe stats %+v; child stderr:\n%s", i, n+1, hw.Stats(), stderr.String())
+		require.Equal(t, want, string(buf[:k]))
+	}
 	// And a unicast reply from rxe to the software QP.
 	_, err = hw.WriteTo([]byte("unicast from rxe"), from)
 	require.NoError(t, err)
@@ -256,6 +269,20 @@ func softChild() int {
 			return 1
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+	ga, err := c.GroupAddr(g)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "group addr:", err)
+		return 1
+	}
+	ms := make([]rdmanet.Message, n+1)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: []byte(fmt.Sprintf("soft->rxe batch %02d", i)), Addr: ga}
+	}
+	ms[n].Buffer = []byte("last")
+	if k, err := c.WriteBatch(ms); err != nil || k != len(ms) {
+		fmt.Fprintln(os.Stderr, "write batch:", k, err)
+		return 1
 	}
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	k, _, err := c.ReadFrom(buf)

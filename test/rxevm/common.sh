@@ -16,7 +16,7 @@ RXEVM_WORK=${RXEVM_WORK:-$RXEVM_DIR/.work}
 # Kernel modules wanted in the VM; their dependencies are added automatically.
 # crc32_generic: rdma_rxe asks the crypto API for "crc32" and there is no
 # modprobe in the VM to load it on demand, so it must be loaded up front.
-RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth}
+RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun}
 
 # Multiarch directory of the host's (and so the VM's) shared libraries.
 MULTIARCH=x86_64-linux-gnu

@@ -40,7 +40,7 @@ func TestGSORunsOnTheWire(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		t.Logf("in a private network namespace:\n%s", out)
 		require.NoError(t, err)
-		for _, sub := range []string{"gso", "gso-refused"} {
+		for _, sub := range []string{"gso", "no-checksum-offload", "gso-refused"} {
 			assert.Contains(t, string(out), "--- PASS: TestGSORunsOnTheWire/"+sub)
 		}
 		return
@@ -56,13 +56,31 @@ func TestGSORunsOnTheWire(t *testing.T) {
 	}
 
 	t.Run("gso", func(t *testing.T) {
+		require.NoError(t, unix.IoctlSetInt(tun, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM))
 		e := tunEndpoint(t)
 		pkts := sendThroughTUN(t, e, tun)
 		for j, p := range pkts {
 			assert.Equal(t, uint16(j), binary.BigEndian.Uint16(p[4:]), "packet %d: IP ID is its index in the GSO run", j)
 		}
 	})
+	t.Run("no-checksum-offload", func(t *testing.T) {
+		// Kernels before 6.2 or so refuse UDP GSO (EIO) on a device
+		// without checksum offload; later ones checksum in software.
+		require.NoError(t, unix.IoctlSetInt(tun, unix.TUNSETOFFLOAD, 0))
+		e := tunEndpoint(t)
+		pkts := sendThroughTUN(t, e, tun)
+		cut := binary.BigEndian.Uint16(pkts[1][4:]) == 1
+		t.Logf("the kernel cut the run itself: %v", cut)
+		for j, p := range pkts {
+			want := uint16(0)
+			if cut {
+				want = uint16(j)
+			}
+			assert.Equal(t, want, binary.BigEndian.Uint16(p[4:]), "packet %d: IP ID", j)
+		}
+	})
 	t.Run("gso-refused", func(t *testing.T) {
+		require.NoError(t, unix.IoctlSetInt(tun, unix.TUNSETOFFLOAD, unix.TUN_F_CSUM))
 		refused, restore := soft.RefuseGSO(unix.EIO)
 		defer restore()
 		e := tunEndpoint(t)
