@@ -358,6 +358,9 @@ func (c *recvCQ) recv(fd, k int) (int, error) {
 		m.Hdr.Flags = 0
 		m.Len = 0
 	}
+	if k == 1 {
+		return recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
+	}
 	return recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
 }
 

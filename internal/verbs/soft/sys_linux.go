@@ -29,6 +29,23 @@ func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 	}
 }
 
+// recvmsgOne reads one datagram into msgs[0] with recvmsg, which costs
+// a little less than a one-slot recvmmsg; it returns 1 or an error, as
+// recvmmsg would.
+func recvmsgOne(fd int, msgs []mmsghdr, flags int) (int, error) {
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0].Hdr)), uintptr(flags))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		msgs[0].Len = uint32(n)
+		return 1, nil
+	}
+}
+
 // epollWait polls an epoll set without blocking (timeout 0).
 func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
