@@ -377,6 +377,10 @@ func TestBadAddresses(t *testing.T) {
 	require.ErrorContains(t, err, "not a multicast group")
 	_, err = lc.ListenMulticast(t.Context(), "rdma6", nil, g)
 	require.ErrorContains(t, err, "wrong address family")
+	// An IPv6 group: RoCEv2 multicast takes IPv4 groups only, as rdma_cm.
+	_, err = lc.ListenMulticast(t.Context(), "rdma6", nil, &net.UDPAddr{IP: net.ParseIP("ff12::4791")})
+	require.ErrorContains(t, err, "RoCEv2 multicast takes IPv4 groups only")
+	require.ErrorIs(t, err, rdmanet.ErrNotSupported)
 	_, err = lc.ListenMulticast(t.Context(), "udp", nil, g)
 	require.Error(t, err)
 	require.ErrorContains(t, c.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1)}), "not a multicast group")

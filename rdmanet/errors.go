@@ -16,6 +16,9 @@ var (
 	ErrNotJoined = errors.New("group not joined: call JoinGroup first")
 	// ErrDeviceRemoved: the RDMA device went away under the conn.
 	ErrDeviceRemoved = verbs.ErrDeviceRemoved
+	// ErrNotSupported: the backend or fabric cannot do what was asked,
+	// such as an IPv6 group on RoCEv2 (rdma_cm's ENOTSUPP).
+	ErrNotSupported = verbs.ErrNotSupported
 )
 
 // errMsgSize wraps ErrMessageTooLong with the sizes.

@@ -25,6 +25,10 @@ const (
 	perfFirstWait        = 10 * time.Second // in-process: the first message
 	perfServerWait       = 10 * time.Second // client: the first answer
 	perfDefaultRecvDepth = 2048
+	// perfUDPRcvBuf is the SO_RCVBUF the software backend asks for its
+	// sockets; the UDP baseline gets the same, so loss compares like with
+	// like (the kernel caps both at net.core.rmem_max).
+	perfUDPRcvBuf = 4 << 20
 )
 
 // perfConfig is a parsed `rdmanet perf` command line.
@@ -46,6 +50,7 @@ type perfConfig struct {
 	receivers int
 	rate      float64
 	depth     int
+	rcvbuf    int // UDP baseline receivers' SO_RCVBUF; 0: the system default
 	json      bool
 	progress  time.Duration
 }
@@ -68,6 +73,7 @@ func runPerf(e *env, args []string) error {
 	fs.IntVar(&c.receivers, "receivers", 1, "throughput: receiving conns in this process (loss per receiver)")
 	fs.Float64Var(&c.rate, "rate", 0, "throughput: pace the sender to this many msgs/s (0: flat out)")
 	fs.IntVar(&c.depth, "depth", perfDefaultRecvDepth, "rdmanet receive buffers posted per receiving conn (ListenConfig.RecvDepth)")
+	fs.IntVar(&c.rcvbuf, "rcvbuf", perfUDPRcvBuf, "-baseline udp: receive socket buffer (SO_RCVBUF) in bytes, by default what the software backend asks for its sockets; 0: the system default")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of the table")
 	fs.DurationVar(&c.progress, "progress", time.Second, "progress line interval on stderr for runs longer than 2s (0: none)")
 	pos, err := parseFlags(fs, args)
@@ -189,6 +195,12 @@ func (c *perfConfig) validate(pos []string, set map[string]bool, count uint64, b
 	}
 	if c.rate < 0 {
 		return usagef("bad -rate %v: want 0 (flat out) or more", c.rate)
+	}
+	if set["rcvbuf"] && c.baseline != "udp" {
+		return usagef("-rcvbuf applies to -baseline udp (the software backend's sockets always ask for %d bytes)", perfUDPRcvBuf)
+	}
+	if c.rcvbuf < 0 {
+		return usagef("bad -rcvbuf %d: want 0 (system default) or more", c.rcvbuf)
 	}
 	if c.depth < 1 {
 		return usagef("bad -depth %d: want at least 1", c.depth)

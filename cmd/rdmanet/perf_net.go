@@ -171,6 +171,12 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 	if e.c, err = net.ListenMulticastUDP("udp4", ifi, group); err != nil {
 		return nil, err
 	}
+	if pn.cfg.rcvbuf > 0 {
+		if err := e.c.SetReadBuffer(pn.cfg.rcvbuf); err != nil {
+			e.c.Close()
+			return nil, fmt.Errorf("udp: SO_RCVBUF %d: %w", pn.cfg.rcvbuf, err)
+		}
+	}
 	e.p = ipv4.NewPacketConn(e.c)
 	return e, nil
 }

@@ -208,6 +208,7 @@ func TestPerfThroughput(t *testing.T) {
 		{"software batch 2 receivers", []string{"-backend", "software", "-batch", "32", "-receivers", "2", "-size", "1024"}, 2, "software"},
 		{"udp", []string{"-baseline", "udp"}, 1, "udp"},
 		{"udp batch 2 receivers", []string{"-baseline", "udp", "-batch", "16", "-receivers", "2"}, 2, "udp"},
+		{"udp default rcvbuf", []string{"-baseline", "udp", "-rcvbuf", "0"}, 1, "udp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPerfJSON(t, append([]string{"throughput", "-count", "3000", "-rate", "100000"}, tc.args...)...)
@@ -357,6 +358,8 @@ func TestPerfBadFlags(t *testing.T) {
 		{"send receivers", []string{"throughput", "-role", "send", "-receivers", "2"}, "-receivers does not apply to -role send"},
 		{"negative rate", []string{"throughput", "-rate", "-5"}, "bad -rate"},
 		{"negative spin", []string{"pingpong", "-spin", "-1us"}, "bad -spin"},
+		{"rcvbuf without baseline", []string{"throughput", "-rcvbuf", "65536"}, "-rcvbuf applies to -baseline udp"},
+		{"negative rcvbuf", []string{"throughput", "-baseline", "udp", "-rcvbuf", "-1"}, "bad -rcvbuf -1"},
 		{"group unicast", []string{"pingpong", "-group", "10.0.0.1"}, "not a multicast address"},
 		{"group v6", []string{"pingpong", "-group", "ff02::1"}, "want an IPv4 multicast address"},
 		{"group garbage", []string{"pingpong", "-group", "bogus"}, `bad -group "bogus"`},
