@@ -31,14 +31,21 @@
 // PostSend builds BTH, DETH, [ImmDt], pad and ICRC into per-slot scratch
 // and sends a batch with one sendmmsg, the payload straight from the
 // registered arena. Sockets send with DF set (IP_PMTUDISC_DO), so Linux
-// puts IP ID 0 in the header, as the ICRC assumes. Sends complete at once.
+// puts IP ID 0 in the header, as the ICRC assumes. Consecutive WRs to one
+// destination with one datagram length (the last may be shorter), up to
+// 64 and 64 KiB, form a run that is one sendmmsg message with UDP_SEGMENT
+// (UDP GSO): the kernel cuts it into datagrams late, numbering their IP
+// IDs 0, 1, 2..., and each datagram's ICRC is sealed with its ID. Where
+// the kernel refuses GSO the run is resent one datagram at a time with
+// ICRCs resealed for ID 0, and the QP makes no more runs. Sends complete
+// at once.
 //
 // # Receiving
 //
 // No goroutine runs anywhere in this package. The receive CQ's channel fd
 // is an epoll fd over both sockets: readable while a datagram waits and a
-// receive is posted. RecvCQ().Poll does the work: recvmmsg straight into the
-// posted buffers (payload at byte 40), validation (BTH, P_Key, Q_Key,
+// receive is posted. RecvCQ().Poll does the work: recvmmsg (recvmsg for a
+// single datagram) straight into the posted buffers (payload at byte 40), validation (BTH, P_Key, Q_Key,
 // destination QPN and group, ICRC), a GRH area as rxe fills it for RoCEv2
 // over IPv4 (bytes 20-39 an IPv4 header), and one completion per datagram.
 // Datagrams that fail are dropped and counted (QP.Drops); their buffers
