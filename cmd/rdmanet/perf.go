@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const perfArgs = "pingpong|throughput [-size N] [-count N | -duration D] [-backend B] [-baseline udp] [-iface IF] [-bind ADDR] [-group G] [-role R] [-batch N] [-spin D] [-receivers N] [-rate R] [-json] [-progress D]"
+const perfArgs = "pingpong|throughput [-size N] [-count N | -duration D] [-backend B] [-baseline udp] [-iface IF] [-bind ADDR] [-group G] [-role R] [-batch N] [-spin D] [-receivers N] [-rate R] [-rcvbuf N] [-json] [-progress D]"
 
 const (
 	defaultPerfGroup     = "239.255.77.1"
