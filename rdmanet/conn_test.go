@@ -377,9 +377,11 @@ func TestBadAddresses(t *testing.T) {
 	require.ErrorContains(t, err, "not a multicast group")
 	_, err = lc.ListenMulticast(t.Context(), "rdma6", nil, g)
 	require.ErrorContains(t, err, "wrong address family")
-	// An IPv6 group: RoCEv2 multicast takes IPv4 groups only, as rdma_cm.
+	// An IPv6 group: RoCE v2 multicast takes IPv4 groups only, on both
+	// backends (rdma_cm's ENOTSUPP).
 	_, err = lc.ListenMulticast(t.Context(), "rdma6", nil, &net.UDPAddr{IP: net.ParseIP("ff12::4791")})
-	require.ErrorContains(t, err, "RoCEv2 multicast takes IPv4 groups only")
+	require.ErrorContains(t, err, "IPv6 multicast groups are not supported on RoCE v2")
+	require.ErrorContains(t, err, "use an IPv4 group")
 	require.ErrorIs(t, err, rdmanet.ErrNotSupported)
 	_, err = lc.ListenMulticast(t.Context(), "udp", nil, g)
 	require.Error(t, err)

@@ -94,7 +94,7 @@ func groupAddr(g verbs.Group) (verbs.GID, [4]byte, error) {
 		ip4 := g.IP.To4()
 		if ip4 == nil {
 			if g.IP != nil && g.IP.IsMulticast() {
-				return verbs.GID{}, [4]byte{}, fmt.Errorf("soft: IPv6 group %v: RoCEv2 multicast takes IPv4 groups only (rdma_cm answers ENOTSUPP too; IPv6 groups need InfiniBand): %w", g.IP, verbs.ErrNotSupported)
+				return verbs.GID{}, [4]byte{}, fmt.Errorf("soft: IPv6 group %v: IPv6 multicast groups are not supported on RoCE v2, as with rdma_cm (ENOTSUPP); use an IPv4 group (IPv6 groups need InfiniBand): %w", g.IP, verbs.ErrNotSupported)
 			}
 			return verbs.GID{}, [4]byte{}, fmt.Errorf("soft: join: %v is not a multicast group address", g.IP)
 		}

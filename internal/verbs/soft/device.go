@@ -187,7 +187,7 @@ func resolve(cfg verbs.BindConfig) (*resolved, error) { return resolveAt(sysfsRo
 // read from the sysfs under root.
 func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if cfg.IPv6 || (cfg.Addr != nil && cfg.Addr.To4() == nil) {
-		return nil, fmt.Errorf("soft: rdma6: RoCEv2 multicast takes IPv4 groups only (rdma_cm answers ENOTSUPP too; IPv6 groups need InfiniBand): %w", verbs.ErrNotSupported)
+		return nil, fmt.Errorf("soft: rdma6: IPv6 multicast groups are not supported on RoCE v2, as with rdma_cm (ENOTSUPP); use an IPv4 group (IPv6 groups need InfiniBand): %w", verbs.ErrNotSupported)
 	}
 	if cfg.Port != 0 && cfg.Port != portNum {
 		return nil, noDevice("port %d: software devices have one port", cfg.Port)
