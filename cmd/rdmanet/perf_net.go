@@ -6,8 +6,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/go-rdma/rdmanet/rdmanet"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // perfEP is one conn of a perf run: it sends to one group, or receives
@@ -171,6 +173,15 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 	if e.c, err = net.ListenMulticastUDP("udp4", ifi, group); err != nil {
 		return nil, err
 	}
+	// net.ListenMulticastUDP binds 0.0.0.0:port, and Linux then delivers
+	// every group any socket on the host joined at that port
+	// (IP_MULTICAST_ALL): a ping-pong client would read its own requests
+	// (both groups share the port) as answers. Only our group, as the
+	// software backend's sockets.
+	if err := setMulticastAll(e.c, false); err != nil {
+		e.c.Close()
+		return nil, fmt.Errorf("udp: IP_MULTICAST_ALL: %w", err)
+	}
 	if pn.cfg.rcvbuf > 0 {
 		if err := e.c.SetReadBuffer(pn.cfg.rcvbuf); err != nil {
 			e.c.Close()
@@ -238,3 +249,22 @@ func (e *udpPerfEP) recvBatch(bufs [][]byte, ns []int) (int, error) {
 func (e *udpPerfEP) setReadDeadline(t time.Time) error { return e.c.SetReadDeadline(t) }
 func (e *udpPerfEP) close() error                      { return e.c.Close() }
 func (e *udpPerfEP) mtu() int                          { return 65507 }
+
+// setMulticastAll sets IP_MULTICAST_ALL on c's socket.
+func setMulticastAll(c *net.UDPConn, on bool) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	v := 0
+	if on {
+		v = 1
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, v)
+	}); err != nil {
+		return err
+	}
+	return serr
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -425,4 +426,33 @@ func TestPerfDevice(t *testing.T) {
 		checkLatency(t, p, 1000)
 		t.Logf("RDMANET-PERF rdma-core pingpong size=%s p50_ns=%d p99_ns=%d max_ns=%d", size, p.P50Ns, p.P99Ns, p.MaxNs)
 	}
+}
+
+// The UDP baseline's receivers see only their own group, even with another
+// group on the same port joined in the process: ping-pong's client must
+// not read its own requests as answers.
+func TestPerfUDPReceiverOnlyItsGroup(t *testing.T) {
+	c := &perfConfig{baseline: "udp", batch: 1}
+	pn := &perfNet{cfg: c}
+	port := 31000 + os.Getpid()%1000
+	g1 := &net.UDPAddr{IP: net.ParseIP(perfGroup()), Port: port}
+	g2 := &net.UDPAddr{IP: net.ParseIP(perfGroup()), Port: port}
+	r1, err := pn.receiver(g1)
+	require.NoError(t, err)
+	defer r1.close()
+	r2, err := pn.receiver(g2)
+	require.NoError(t, err)
+	defer r2.close()
+	tx, err := pn.sender(g1)
+	require.NoError(t, err)
+	defer tx.close()
+	require.NoError(t, tx.send([]byte("for group 1 only")))
+	buf := make([]byte, 64)
+	require.NoError(t, r1.setReadDeadline(time.Now().Add(2*time.Second)))
+	n, err := r1.recv(buf)
+	require.NoError(t, err)
+	require.Equal(t, "for group 1 only", string(buf[:n]))
+	require.NoError(t, r2.setReadDeadline(time.Now().Add(100*time.Millisecond)))
+	n, err = r2.recv(buf)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "group 2's receiver got %q", buf[:n])
 }
