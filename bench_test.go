@@ -375,9 +375,9 @@ func BenchmarkPingPong(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()
 			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 0), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 0), sz.n)
 		})
-		b.Run("rdmanet-spin20us/"+sz.name, func(b *testing.B) {
+		b.Run("rdmanet-spin100us/"+sz.name, func(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()
-			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 20*time.Microsecond), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 20*time.Microsecond), sz.n)
+			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 100*time.Microsecond), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 100*time.Microsecond), sz.n)
 		})
 		b.Run("udp/"+sz.name, func(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()

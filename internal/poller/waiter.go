@@ -12,6 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Spin back-off: after spinMissesBeforeBackoff spins in a row that found
+// nothing, waits skip spinning, at most maxSpinBackoff between tries.
+const (
+	spinMissesBeforeBackoff = 4
+	maxSpinBackoff          = 64
+)
+
 // Source is what a Waiter waits for: a CQ and its completion channel.
 type Source interface {
 	// Poll collects completions without blocking and reports how many.
@@ -31,17 +38,22 @@ type woken interface{ Woken() }
 // called concurrently on the same Waiter; callers serialize (rdmanet holds
 // its read or write lock around Wait).
 type Waiter struct {
-	f      *os.File
-	rc     syscall.RawConn
-	src    Source
-	spin   time.Duration
-	level  bool // the fd is readable exactly while Poll has work
-	armed  bool
-	slept  bool // the last step went to sleep: drain before polling
-	closed atomic.Bool
-	n      int
-	err    error
-	fn     func(uintptr) bool // allocated once: Wait itself allocates nothing
+	f    *os.File
+	rc   syscall.RawConn
+	src  Source
+	spin time.Duration
+	// Spin back-off: misses counts spins in a row that found nothing;
+	// from the spinMissesBeforeBackoff-th on, each is followed by waits
+	// that skip spinning (skip counts them down), 1, 2, 4 ... up to
+	// maxSpinBackoff. A spin that finds work resets both.
+	skip, misses int
+	level        bool // the fd is readable exactly while Poll has work
+	armed        bool
+	slept        bool // the last step went to sleep: drain before polling
+	closed       atomic.Bool
+	n            int
+	err          error
+	fn           func(uintptr) bool // allocated once: Wait itself allocates nothing
 }
 
 // New makes a Waiter for src whose channel fd is fd. The Waiter owns a dup
@@ -128,16 +140,35 @@ func (w *Waiter) step(uintptr) bool {
 // Wait returns once Poll reported completions (their count), or with an
 // error: os.ErrDeadlineExceeded when the deadline passes, net.ErrClosed
 // after Close, or the Source's error.
+//
+// With a spin window it first polls for up to the window. A spin that
+// finds nothing is worse than none: the CPU it held is often the one the
+// peer's wake-up was queued on (Linux wakes a socket's reader on the
+// sender's CPU), so a window shorter than the round trip delays the
+// answer it waits for by the window. After spinMissesBeforeBackoff misses
+// in a row the Waiter skips spinning for the next 1, 2, 4 ...
+// maxSpinBackoff waits between tries, and a spin that finds work resets
+// that: a window that usually pays keeps spinning, one that never does
+// costs one spin in maxSpinBackoff waits.
 func (w *Waiter) Wait() (int, error) {
 	if w.spin > 0 {
-		end := time.Now().Add(w.spin)
-		for {
-			n, err := w.src.Poll()
-			if err != nil || n > 0 {
-				return n, err
+		if w.skip > 0 {
+			w.skip--
+		} else {
+			end := time.Now().Add(w.spin)
+			for {
+				n, err := w.src.Poll()
+				if err != nil || n > 0 {
+					w.misses = 0
+					return n, err
+				}
+				if time.Now().After(end) {
+					break
+				}
 			}
-			if time.Now().After(end) {
-				break
+			w.misses++
+			if k := w.misses - spinMissesBeforeBackoff; k >= 0 {
+				w.skip = min(1<<min(k, 6), maxSpinBackoff)
 			}
 		}
 	}

@@ -271,3 +271,46 @@ func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
 	require.Equal(t, 3, n)
 	require.Equal(t, int64(2), src.polls.Load(), "one poll before sleeping, one after waking")
 }
+
+// A spin window that keeps missing (work comes later than the window) is
+// skipped after 4 misses in a row, for 1, 2, 4 ... 64 waits between
+// tries; a spin that finds work resets the back-off.
+func TestSpinBacksOffWhenItMisses(t *testing.T) {
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 50*time.Microsecond)
+	// spun reports whether a Wait spun: a spinning Wait polls many times
+	// in 50 µs, a non-spinning one polls at most a few times before it
+	// sleeps.
+	late := func() (spun bool) {
+		before := q.polls.Load()
+		go func() {
+			time.Sleep(2 * time.Millisecond) // after the window
+			q.post(1)
+		}()
+		n, err := w.Wait()
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		return q.polls.Load()-before > 8
+	}
+	var pattern []bool
+	for range 18 {
+		pattern = append(pattern, late())
+	}
+	// 4 misses, skip 1, spin, skip 2, spin, skip 4, spin, skip 2 more...
+	want := []bool{true, true, true, true, false, true, false, false, true, false, false, false, false, true, false, false, false, false}
+	require.Equal(t, want, pattern)
+
+	// Work within the window: the spin finds it and the back-off resets.
+	for w.skip > 0 {
+		late()
+	}
+	q.post(1)
+	n, err := w.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, w.misses, "a hit resets the back-off")
+	for range 4 {
+		require.True(t, late(), "after a hit the next 4 misses spin again")
+	}
+	require.False(t, late())
+}
