@@ -24,7 +24,9 @@ type fakeCQ struct {
 	armed   bool
 	polls   atomic.Int64
 	arms    atomic.Int64
-	acked   atomic.Int64
+	// pollsAtArm is polls when Arm was last called.
+	pollsAtArm atomic.Int64
+	acked      atomic.Int64
 	// raceOnArm posts a completion right after arming without raising an
 	// event, modelling a completion that lands between the last poll and
 	// the arm.
@@ -61,6 +63,7 @@ func (q *fakeCQ) Poll() (int, error) {
 
 func (q *fakeCQ) Arm() error {
 	q.arms.Add(1)
+	q.pollsAtArm.Store(q.polls.Load())
 	q.mu.Lock()
 	q.armed = true
 	if q.raceOnArm.Swap(false) {
@@ -278,11 +281,11 @@ func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
 func TestSpinBacksOffWhenItMisses(t *testing.T) {
 	q := newFakeCQ(t)
 	w := newWaiter(t, q, 50*time.Microsecond)
-	// spun reports whether a Wait spun: a spinning Wait polls many times
-	// in 50 µs, a non-spinning one polls at most a few times before it
-	// sleeps.
+	// spun reports whether a Wait spun: a Wait that does not spin polls
+	// once before it arms the CQ, one that spins at least twice (however
+	// slow the machine: the spin polls at least once).
 	late := func() (spun bool) {
-		before := q.polls.Load()
+		before, arms := q.polls.Load(), q.arms.Load()
 		go func() {
 			time.Sleep(2 * time.Millisecond) // after the window
 			q.post(1)
@@ -290,7 +293,8 @@ func TestSpinBacksOffWhenItMisses(t *testing.T) {
 		n, err := w.Wait()
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		return q.polls.Load()-before > 8
+		require.Equal(t, arms+1, q.arms.Load(), "armed once, then slept")
+		return q.pollsAtArm.Load()-before >= 2
 	}
 	var pattern []bool
 	for range 18 {
