@@ -632,10 +632,11 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 			continue
 		case err == unix.EAGAIN || err == unix.ENOBUFS:
 			q.sendDropped.Add(uint64(last - first))
-		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP):
+		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP || err == unix.EMSGSIZE):
 			// The route cannot take GSO (a device without checksum
-			// offload, an MTU the run does not fit): send the run one
-			// datagram at a time, and stop making runs.
+			// offload, an MTU or size limit the run does not fit):
+			// send the run one datagram at a time, and stop making
+			// runs.
 			s.gso = false
 			q.sendEach(first, last)
 		default:
