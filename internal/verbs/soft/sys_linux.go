@@ -55,8 +55,15 @@ func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
+// sendmmsg first tries without blocking and without the scheduler's
+// syscall bookkeeping (a UDP send that finds room in the socket buffer
+// never blocks); only when the buffer is full does it make the blocking
+// call, which lets the scheduler run other goroutines meanwhile.
 func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags|unix.MSG_DONTWAIT), 0, 0)
+	if e == unix.EAGAIN {
+		n, _, e = unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	}
 	if e != 0 {
 		return 0, e
 	}
