@@ -110,31 +110,18 @@ func openTUN(t *testing.T, name string) int {
 	return fd
 }
 
-// tunEndpoint is a software QP on rdmatun0 with a 64 KiB arena.
+// tunEndpoint is a software QP on rdmatun0.
 func tunEndpoint(t *testing.T) *endpoint {
 	ifi, err := net.InterfaceByName("rdmatun0")
 	require.NoError(t, err)
-	p, err := verbs.Lookup(verbs.Software)
-	require.NoError(t, err)
-	id, err := p.Bind(verbs.BindConfig{Interface: ifi})
-	require.NoError(t, err)
-	t.Cleanup(func() { id.Close() })
-	qpi, err := id.CreateQP(verbs.QPConfig{})
-	require.NoError(t, err)
-	qp := qpi.(*soft.QP)
-	a, err := verbs.NewArena(1 << 16)
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Free() })
-	mr, err := qp.RegisterMemory(a)
-	require.NoError(t, err)
-	return &endpoint{t: t, id: id, qp: qp, arena: a, mr: mr}
+	return newEndpointOn(t, verbs.BindConfig{Interface: ifi}, verbs.QPConfig{})
 }
 
 // sendThroughTUN sends 9 datagrams to a group through the TUN, 8 of 100
 // bytes and a last of 37, in one PostSend, and returns the 9 IPv4 packets
 // read off the TUN after checking their ICRC, destination and payload.
 func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
-	qp, a, mr := e.qp, e.arena, e.mr
+	qp := e.qp
 	m, ah := e.join("239.77.0.1", true)
 
 	const n = 9
@@ -145,12 +132,12 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		if i == n-1 {
 			size = 37
 		}
-		b := a.Slice(uint32(i*128), uint32(size))
+		b := e.sendBuf(i)[:size]
 		for k := range b {
 			b[k] = byte(i*7 + k)
 		}
 		want = append(want, bytes.Clone(b))
-		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: verbs.SGE{Offset: uint32(i * 128), Length: uint32(size), LKey: mr.LKey()},
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, size),
 			AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: qp.QKey(), Flags: verbs.SendSignaled}
 	}
 	k, err := qp.PostSend(wrs)

@@ -17,8 +17,8 @@ const (
 	nBufs   = 64
 )
 
-// endpoint is an ID bound on lo with its QP and an arena: nBufs receive
-// buffers of bufSize, then nBufs send buffers.
+// endpoint is an ID bound on lo (or as newEndpointOn says) with its QP
+// and an arena: nBufs receive buffers of bufSize, then nBufs send buffers.
 type endpoint struct {
 	t     testing.TB
 	id    verbs.ID
@@ -29,9 +29,15 @@ type endpoint struct {
 
 func newEndpoint(t testing.TB, cfg verbs.QPConfig) *endpoint {
 	t.Helper()
+	return newEndpointOn(t, verbs.BindConfig{}, cfg)
+}
+
+// newEndpointOn is newEndpoint bound as bind says.
+func newEndpointOn(t testing.TB, bind verbs.BindConfig, cfg verbs.QPConfig) *endpoint {
+	t.Helper()
 	p, err := verbs.Lookup(verbs.Software)
 	require.NoError(t, err)
-	id, err := p.Bind(verbs.BindConfig{})
+	id, err := p.Bind(bind)
 	require.NoError(t, err)
 	qp, err := id.CreateQP(cfg)
 	if err != nil {
