@@ -178,7 +178,7 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 	// (IP_MULTICAST_ALL): a ping-pong client would read its own requests
 	// (both groups share the port) as answers. Only our group, as the
 	// software backend's sockets.
-	if err := setMulticastAll(e.c, false); err != nil {
+	if err := disableMulticastAll(e.c); err != nil {
 		e.c.Close()
 		return nil, fmt.Errorf("udp: IP_MULTICAST_ALL: %w", err)
 	}
@@ -250,19 +250,15 @@ func (e *udpPerfEP) setReadDeadline(t time.Time) error { return e.c.SetReadDeadl
 func (e *udpPerfEP) close() error                      { return e.c.Close() }
 func (e *udpPerfEP) mtu() int                          { return 65507 }
 
-// setMulticastAll sets IP_MULTICAST_ALL on c's socket.
-func setMulticastAll(c *net.UDPConn, on bool) error {
+// disableMulticastAll turns IP_MULTICAST_ALL off on c's socket.
+func disableMulticastAll(c *net.UDPConn) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	v := 0
-	if on {
-		v = 1
-	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, v)
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0)
 	}); err != nil {
 		return err
 	}
