@@ -444,12 +444,13 @@ type sendQueue struct {
 	status []verbs.WCStatus
 	ih     icrcHead
 
-	gso   bool       // UDP_SEGMENT works on this socket
-	segID []uint16   // each slot's IP ID (its index in its run)
-	dlen  []int      // each slot's UDP payload length
-	runs  []int      // the first slot of each run of the batch
-	gmsgs []mmsghdr  // one message per run
-	gctrl [][24]byte // each run's UDP_SEGMENT cmsg
+	gso     bool       // UDP_SEGMENT works on this socket
+	segID   []uint16   // each slot's IP ID (its index in its run)
+	dlen    []int      // each slot's UDP payload length
+	runs    []int      // the first slot of each run of the batch
+	slotIdx []int      // 0, 1, ... depth: runs of one slot each
+	gmsgs   []mmsghdr  // one message per run
+	gctrl   [][24]byte // each run's UDP_SEGMENT cmsg
 }
 
 // GSO limits: UDP_MAX_SEGMENTS in every kernel since 4.18, and an IPv4
@@ -470,6 +471,10 @@ func (s *sendQueue) init(q *QP, depth int) error {
 	s.segID = make([]uint16, depth)
 	s.dlen = make([]int, depth)
 	s.runs = make([]int, 0, depth+1)
+	s.slotIdx = make([]int, depth+1)
+	for i := range s.slotIdx {
+		s.slotIdx[i] = i
+	}
 	s.gmsgs = make([]mmsghdr, depth)
 	s.gctrl = make([][24]byte, depth)
 	for i := range s.msgs {
@@ -620,32 +625,7 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 			g.Hdr.SetControllen(unix.CmsgSpace(2))
 		}
 	}
-	for r := 0; r < nr; {
-		sent, err := sendRuns(q.uniFd, s.gmsgs[r:nr], 0)
-		if err == nil {
-			r += sent
-			continue
-		}
-		first, last := s.runs[r], s.runs[r+1]
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN || err == unix.ENOBUFS:
-			q.sendDropped.Add(uint64(last - first))
-		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP || err == unix.EMSGSIZE):
-			// The route cannot take GSO (a device without checksum
-			// offload, an MTU or size limit the run does not fit):
-			// send the run one datagram at a time, and stop making
-			// runs.
-			s.gso = false
-			q.sendEach(first, last)
-		default:
-			for i := first; i < last; i++ {
-				s.status[i] = verbs.WCGeneralErr
-			}
-		}
-		r++
-	}
+	q.send(s.gmsgs[:nr], s.runs)
 	q.scq.mu.Lock()
 	for i := range wrs {
 		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
@@ -658,9 +638,43 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 // sendRuns is sendmmsg; tests replace it to make the kernel refuse GSO.
 var sendRuns = sendmmsg
 
-// sendEach sends slots [first, last) as datagrams of their own, resealing
-// the ICRC of those sealed as later segments of a run (IP ID 0 now).
-func (q *QP) sendEach(first, last int) {
+// send sends msgs, msgs[r] carrying slots [runs[r], runs[r+1]), and
+// records what became of each slot: a run the kernel had no buffer for is
+// lost as on a wire (counted in sendDropped, completed successfully), one
+// the route cannot take as GSO (a device without checksum offload, an MTU
+// or size limit the run does not fit) is sent again one datagram at a
+// time and the QP stops making runs, and any other error fails the run's
+// WRs.
+func (q *QP) send(msgs []mmsghdr, runs []int) {
+	s := &q.sq
+	for r := 0; r < len(msgs); {
+		sent, err := sendRuns(q.uniFd, msgs[r:], 0)
+		if err == nil {
+			r += sent
+			continue
+		}
+		first, last := runs[r], runs[r+1]
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN || err == unix.ENOBUFS:
+			q.sendDropped.Add(uint64(last - first))
+		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP || err == unix.EMSGSIZE):
+			s.gso = false
+			q.resealAlone(first, last)
+			q.send(s.msgs[first:last], s.slotIdx[first:last+1])
+		default:
+			for i := first; i < last; i++ {
+				s.status[i] = verbs.WCGeneralErr
+			}
+		}
+		r++
+	}
+}
+
+// resealAlone reseals the ICRC of the slots in [first, last) sealed as
+// later segments of a run, for the IP ID 0 they get sent alone.
+func (q *QP) resealAlone(first, last int) {
 	s := &q.sq
 	for i := first; i < last; i++ {
 		if id := s.segID[i]; id != 0 {
@@ -669,20 +683,6 @@ func (q *QP) sendEach(first, last int) {
 			fix := icrcIDDelta(udpHdrSize+s.dlen[i], id)
 			binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^fix)
 			s.segID[i] = 0
-		}
-	}
-	for i := first; i < last; {
-		n, err := sendmmsg(q.uniFd, s.msgs[i:last], 0)
-		switch err {
-		case nil:
-			i += n
-		case unix.EINTR:
-		case unix.EAGAIN, unix.ENOBUFS:
-			q.sendDropped.Add(1)
-			i++
-		default:
-			s.status[i] = verbs.WCGeneralErr
-			i++
 		}
 	}
 }
