@@ -113,7 +113,7 @@ type rqEntry struct {
 }
 
 const (
-	ctrlSize = 128 // IP_PKTINFO, IP_TTL, IP_TOS, SO_RXQ_OVFL
+	ctrlSize = 128 // IP_ORIGDSTADDR, IP_TTL, IP_TOS, SO_RXQ_OVFL
 	tailSize = 16  // room past the buffer: ImmDt, pad, ICRC
 )
 

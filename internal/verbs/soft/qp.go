@@ -113,7 +113,11 @@ type sockopt struct {
 }
 
 func udpSocket(bindAddr [4]byte, opts []sockopt) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	// O_NONBLOCK: every read and send is non-blocking anyway, and a
+	// blocking UDP socket's poll (the channel's epoll asks it on every
+	// wait) walks the receive queue to check the first datagram's length
+	// (first_packet_length); a non-blocking one's does not.
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP)
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
@@ -132,7 +136,11 @@ func udpSocket(bindAddr [4]byte, opts []sockopt) (int, error) {
 
 var rxOpts = []sockopt{
 	{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR"},
-	{unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO"},
+	// The destination address (which group; the ICRC covers it) comes
+	// from IP_ORIGDSTADDR, a copy of the header's: IP_PKTINFO would also
+	// work out a source address for replies with a FIB lookup per
+	// datagram, which costs more than all the other control messages.
+	{unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, 1, "IP_RECVORIGDSTADDR"},
 	{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
 	{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 	{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"},

@@ -55,19 +55,26 @@ func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
-// sendmmsg first tries without blocking and without the scheduler's
-// syscall bookkeeping (a UDP send that finds room in the socket buffer
-// never blocks); only when the buffer is full does it make the blocking
-// call, which lets the scheduler run other goroutines meanwhile.
+// sendmmsg sends without the scheduler's syscall bookkeeping (a UDP send
+// that finds room in the socket buffer never blocks). The socket is
+// non-blocking; only when its buffer is full does sendmmsg wait for room
+// in a blocking poll, which lets the scheduler run other goroutines
+// meanwhile, and try again.
 func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
-	n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags|unix.MSG_DONTWAIT), 0, 0)
-	if e == unix.EAGAIN {
-		n, _, e = unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags|unix.MSG_DONTWAIT), 0, 0)
+		if e == unix.EAGAIN {
+			pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+			_, _, e = unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, ^uintptr(0))
+			if e == 0 || e == unix.EINTR {
+				continue
+			}
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
 	}
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
 }
 
 func setIov(iov *unix.Iovec, b []byte) {
@@ -82,8 +89,7 @@ func setIov(iov *unix.Iovec, b []byte) {
 
 // rxMeta is what the control messages of one received datagram say.
 type rxMeta struct {
-	dst     [4]byte // IP_PKTINFO ipi_addr: the header's destination
-	ifindex int32
+	dst     [4]byte // IP_ORIGDSTADDR: the header's destination
 	ttl     uint8
 	tos     uint8
 	ovfl    uint32 // SO_RXQ_OVFL: the socket's cumulative drops
@@ -95,7 +101,7 @@ func cmsgAlign(n int) int {
 	return (n + a - 1) &^ (a - 1)
 }
 
-// parseCmsgs reads IP_PKTINFO, IP_TTL, IP_TOS and SO_RXQ_OVFL without
+// parseCmsgs reads IP_ORIGDSTADDR, IP_TTL, IP_TOS and SO_RXQ_OVFL without
 // allocating.
 func parseCmsgs(b []byte, m *rxMeta) {
 	*m = rxMeta{ttl: 64}
@@ -108,10 +114,8 @@ func parseCmsgs(b []byte, m *rxMeta) {
 		}
 		data := b[hlen:l]
 		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
-			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
-			m.dst = pi.Addr
-			m.ifindex = pi.Ifindex
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_ORIGDSTADDR && len(data) >= unix.SizeofSockaddrInet4:
+			m.dst = (*unix.RawSockaddrInet4)(unsafe.Pointer(&data[0])).Addr
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(data) >= 4:
 			m.ttl = uint8(binary.NativeEndian.Uint32(data))
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
