@@ -64,9 +64,8 @@ func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 	for {
 		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags|unix.MSG_DONTWAIT), 0, 0)
 		if e == unix.EAGAIN {
-			pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
-			_, _, e = unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, ^uintptr(0))
-			if e == 0 || e == unix.EINTR {
+			e = waitWritable(fd)
+			if e == 0 {
 				continue
 			}
 		}
@@ -75,6 +74,35 @@ func sendmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 		}
 		return int(n), nil
 	}
+}
+
+// sendto sends one datagram to the sockaddr_in at name, as sendmmsg
+// does: without the bookkeeping, waiting for room only when the buffer is
+// full.
+func sendto(fd int, b []byte, name *byte) error {
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(name)), unix.SizeofSockaddrInet4)
+		if e == unix.EAGAIN {
+			e = waitWritable(fd)
+			if e == 0 {
+				continue
+			}
+		}
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+}
+
+// waitWritable waits in a blocking poll for room in fd's send buffer.
+func waitWritable(fd int) unix.Errno {
+	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+	_, _, e := unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, ^uintptr(0))
+	if e == unix.EINTR {
+		return 0
+	}
+	return e
 }
 
 func setIov(iov *unix.Iovec, b []byte) {
