@@ -158,7 +158,7 @@ type recvCQ struct {
 	groups []mcGroup
 	meta   rxMeta
 	hd     Header
-	ih     icrcHead
+	icrc   udICRC
 }
 
 var _ verbs.CQ = (*recvCQ)(nil)
@@ -487,11 +487,11 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	}
 	src := c.names[i].Addr
 	sport := ntohs(c.names[i].Port)
-	crc := c.ih.start(src, meta.dst, 0, false, sport, UDPPort, udpHdrSize+n, v.s[0])
-	crc = v.crc(crc, BTHSize, n-ICRCSize)
-	icrc := c.ih[:ICRCSize]
-	v.copyOut(icrc, n-ICRCSize)
-	id, df, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc))
+	crc := c.icrc.start(src, meta.dst, 0, false, sport, UDPPort, udpHdrSize+n, v.s[0])
+	crc = v.crc(crc, hdrSize, n-ICRCSize)
+	var icrc [ICRCSize]byte
+	v.copyOut(icrc[:], n-ICRCSize)
+	id, df, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
 	if !ok {
 		return DropBadICRC
 	}

@@ -2,6 +2,7 @@ package soft
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -179,4 +180,53 @@ func BenchmarkSolveIPv4ID(b *testing.B) {
 			b.Fatal("rejected")
 		}
 	}
+}
+
+// TestUDICRCHeadMatchesFullCRC checks udICRC's remembered flow head
+// against the kernel's algorithm: datagrams of one flow (the cache hits,
+// only ID and PSN change) interleaved with flow changes in every other
+// field the head covers (the cache must miss), each completed with a
+// random payload and compared with refICRCv4 over the whole packet.
+func TestUDICRCHeadMatchesFullCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	var u udICRC
+	src, dst := [4]byte{127, 1, 2, 3}, [4]byte{239, 1, 2, 3}
+	sport := uint16(UDPPort)
+	h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, QKey: 0x01234567, SrcQPN: 0x42}
+	plen, df := 64, true
+	hits, unchanged := 0, 0
+	for i := range 2000 {
+		switch rng.IntN(16) { // mostly the same flow, sometimes another
+		case 0:
+			src[3] = byte(rng.Uint32())
+		case 1:
+			sport = uint16(rng.Uint32())
+		case 2:
+			plen = rng.IntN(200)
+		case 3:
+			h.QKey, h.SrcQPN, h.SE = rng.Uint32(), rng.Uint32()&0xFFFFFF, !h.SE
+		case 4:
+			df = !df
+		default:
+			unchanged++
+		}
+		h.PSN = rng.Uint32() & 0xFFFFFF
+		h.PadCnt = uint8(PadFor(plen))
+		id := uint16(rng.Uint32())
+		dgram := make([]byte, hdrSize+plen+int(h.PadCnt)+ICRCSize)
+		h.Encode(dgram)
+		for j := hdrSize; j < hdrSize+plen; j++ {
+			dgram[j] = byte(rng.Uint32())
+		}
+		before := u.last
+		crc := u.start(src, dst, id, df, sport, UDPPort, udpHdrSize+len(dgram), dgram)
+		if u.last == before {
+			hits++
+		}
+		crc = crc32.Update(crc, crc32.IEEETable, dgram[hdrSize:len(dgram)-ICRCSize])
+		pkt := ipv4Packet(dgram, src, dst, id, df, sport)
+		require.Equal(t, refICRCv4(pkt), crc, "datagram %d", i)
+	}
+	assert.GreaterOrEqual(t, hits, unchanged-1, "the flow head should be remembered between datagrams of one flow (the first has none to find)")
+	assert.Greater(t, 2000-hits, 300, "flow changes should be seen")
 }

@@ -450,7 +450,7 @@ type sendQueue struct {
 	names  []unix.RawSockaddrInet4
 	msgs   []mmsghdr // one datagram per slot
 	status []verbs.WCStatus
-	ih     icrcHead
+	icrc   udICRC
 
 	gso     bool       // UDP_SEGMENT works on this socket
 	segID   []uint16   // each slot's IP ID (its index in its run)
@@ -598,8 +598,10 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		}
 		s.dlen[i] = dlen
 		s.names[i].Addr = a.dst
-		crc := s.ih.start(q.unicast, a.dst, s.segID[i], true, UDPPort, UDPPort, udpHdrSize+dlen, s.hdr[i][:])
-		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][BTHSize:hl])
+		crc := s.icrc.start(q.unicast, a.dst, s.segID[i], true, UDPPort, UDPPort, udpHdrSize+dlen, s.hdr[i][:])
+		if hl > hdrSize {
+			crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
+		}
 		crc = crc32.Update(crc, crc32.IEEETable, payload)
 		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
 		binary.LittleEndian.PutUint32(tail[pad:], crc)
