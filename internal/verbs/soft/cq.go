@@ -147,7 +147,7 @@ type recvCQ struct {
 
 	// recvmmsg scratch, one slot per datagram of a batch.
 	msgs  []mmsghdr
-	iov   [][3]unix.Iovec
+	iov   [][4]unix.Iovec // header, buffer, tail; or the buffer in place
 	hdr   [][hdrSize]byte
 	tail  [][tailSize]byte
 	names []unix.RawSockaddrInet4
@@ -182,7 +182,7 @@ func (c *recvCQ) init(q *QP, depth int) error {
 	c.rq = make([]rqEntry, depth)
 	b := min(depth, recvBatch)
 	c.msgs = make([]mmsghdr, b)
-	c.iov = make([][3]unix.Iovec, b)
+	c.iov = make([][4]unix.Iovec, b)
 	c.hdr = make([][hdrSize]byte, b)
 	c.tail = make([][tailSize]byte, b)
 	c.names = make([]unix.RawSockaddrInet4, b)
@@ -340,19 +340,37 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	return n, nil
 }
 
+// inPlaceSlack is what a posted buffer needs past GRH + MTU for the
+// largest datagram to land in it whole: ImmDt, pad and ICRC.
+const inPlaceSlack = ImmDtSize + 3 + ICRCSize
+
 // recv points the first k scratch slots at the first k posted buffers and
-// reads up to k datagrams. The parts of each slot that never change (header
-// and tail scratch, name and control buffers) were set once by initScratch:
-// only the payload iovec and the lengths the kernel overwrites are reset.
+// reads up to k datagrams. A buffer with room for the largest datagram
+// gets it whole, in place: BTH and DETH in the last 20 bytes of the GRH
+// area (rewritten as the GRH once they are read), the payload where it
+// belongs, one iovec (the kernel's cheapest import). A shorter one gets
+// the datagram scattered over the header scratch, the buffer and the tail
+// scratch. The parts of each slot that never change (scratch iovecs, name
+// and control buffers) were set once by initScratch: only the buffer's
+// iovec and the lengths the kernel overwrites are reset.
 func (c *recvCQ) recv(fd, k int) (int, error) {
 	j := c.head
 	for i := range k {
 		if j == len(c.rq) {
 			j = 0
 		}
-		setIov(&c.iov[i][1], c.rq[j].buf[verbs.GRHSize:])
+		buf := c.rq[j].buf
 		j++
 		m := &c.msgs[i]
+		if len(buf) >= verbs.GRHSize+c.q.mtu+inPlaceSlack {
+			setIov(&c.iov[i][3], buf[verbs.GRHSize-hdrSize:])
+			m.Hdr.Iov = &c.iov[i][3]
+			m.Hdr.SetIovlen(1)
+		} else {
+			setIov(&c.iov[i][1], buf[verbs.GRHSize:])
+			m.Hdr.Iov = &c.iov[i][0]
+			m.Hdr.SetIovlen(3)
+		}
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
 		m.Hdr.SetControllen(ctrlSize)
 		m.Hdr.Flags = 0
@@ -455,13 +473,19 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	}
 	body := e.buf[verbs.GRHSize:]
 	var v rxView
-	v.s[0] = c.hdr[i][:min(n, hdrSize)]
-	rest := max(n-hdrSize, 0)
-	v.s[1] = body[:min(rest, len(body))]
-	v.s[2] = c.tail[i][:rest-len(v.s[1])]
+	hdr := c.hdr[i][:]
+	if m.Hdr.Iovlen == 1 { // in place: the datagram is whole from GRH-20
+		v.s[0] = e.buf[verbs.GRHSize-hdrSize:][:n]
+		hdr = v.s[0][:min(n, hdrSize)]
+	} else {
+		v.s[0] = hdr[:min(n, hdrSize)]
+		rest := max(n-hdrSize, 0)
+		v.s[1] = body[:min(rest, len(body))]
+		v.s[2] = c.tail[i][:rest-len(v.s[1])]
+	}
 
 	h := &c.hd
-	if r := decodeHeaders(c.hdr[i][:], n, h); r != Accepted {
+	if r := decodeHeaders(hdr, n, h); r != Accepted {
 		return r
 	}
 	if h.HasImm() {

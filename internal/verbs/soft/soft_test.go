@@ -2,6 +2,7 @@ package soft_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -301,4 +302,82 @@ func TestNoRecvPostedOverflow(t *testing.T) {
 	t.Logf("sent %d with no receive posted: received %d, overflow %d %+v", total, got, d.Overflow, d)
 	assert.Equal(t, uint64(total-got), d.Overflow, "every datagram is either received or counted")
 	assert.Contains(t, a.qp.DropCounts(), "receive queue overflow")
+}
+
+// TestReceiveLayouts covers both ways a datagram lands in a posted buffer:
+// whole, in place (a buffer with room past GRH + MTU for ImmDt, pad and
+// ICRC: headers in the GRH area, then rewritten as the GRH), and scattered
+// over scratch and the buffer (a buffer of exactly GRH + MTU). Each gets
+// empty, odd-sized and MTU-sized payloads, with and without ImmDt; the
+// payload, ImmDt and GRH must come out the same, and nothing past the
+// posted length may be written.
+func TestReceiveLayouts(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	mtu := b.id.Local().MTU
+	require.Equal(t, 4096, mtu, "lo's RoCE MTU")
+	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	const slack = 4 + 3 + 4 // ImmDt, pad, ICRC
+	for _, layout := range []struct {
+		name string
+		size int
+	}{{"scattered", verbs.GRHSize + mtu}, {"in-place", verbs.GRHSize + mtu + slack}} {
+		for _, tc := range []struct {
+			n   int
+			imm bool
+		}{{0, false}, {29, true}, {29, false}, {mtu - 1, true}, {mtu, true}, {mtu, false}} {
+			t.Run(fmt.Sprintf("%s/%d/imm=%v", layout.name, tc.n, tc.imm), func(t *testing.T) {
+				// One buffer at the start of the receive half, poisoned
+				// past its posted length.
+				region := b.arena.Slice(0, uint32(layout.size+64))
+				for i := range region {
+					region[i] = 0xA5
+				}
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 9, SGE: verbs.SGE{Length: uint32(layout.size), LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				msg := make([]byte, tc.n)
+				for i := range msg {
+					msg[i] = byte(i*7 + tc.n)
+				}
+				var flags verbs.SendFlags
+				if tc.imm {
+					flags = verbs.SendWithImm
+				}
+				a.send(ah, b.qp.QPN(), msg, flags, 0xC0FFEE00+uint32(tc.n))
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1)
+				wc := wcs[0]
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+				assert.Equal(t, uint64(9), wc.WRID)
+				assert.Equal(t, uint32(verbs.GRHSize+tc.n), wc.ByteLen)
+				assert.Equal(t, tc.imm, wc.Flags&verbs.WCWithImm != 0)
+				if tc.imm {
+					assert.Equal(t, 0xC0FFEE00+uint32(tc.n), wc.Imm)
+				}
+				assert.Equal(t, msg, region[verbs.GRHSize:verbs.GRHSize+tc.n], "payload")
+				grh := region[:verbs.GRHSize]
+				assert.Equal(t, make([]byte, 20), grh[:20], "GRH bytes 0-19")
+				ip := grh[20:]
+				hdrs := 12 + 8
+				if tc.imm {
+					hdrs += 4
+				}
+				assert.Equal(t, uint16(20+8+hdrs+tc.n+(-tc.n&3)+4), binary.BigEndian.Uint16(ip[2:]), "IP total length")
+				assert.Equal(t, a.id.Local().IP.To4(), net.IP(ip[12:16]))
+				assert.Equal(t, b.id.Local().IP.To4(), net.IP(ip[16:20]))
+				var sum uint32
+				for i := 0; i < 20; i += 2 {
+					sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+				}
+				for sum > 0xFFFF {
+					sum = sum&0xFFFF + sum>>16
+				}
+				assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+				for i := layout.size; i < len(region); i++ {
+					require.Equal(t, byte(0xA5), region[i], "byte %d past the posted buffer written", i)
+				}
+			})
+		}
+	}
 }
