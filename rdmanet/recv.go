@@ -28,6 +28,7 @@ type recvState struct {
 	head     int
 	count    int
 	repost   []verbs.RecvWR
+	repostAt int // how many consumed buffers wait for one post
 	waiter   *poller.Waiter
 	src      recvSource
 	deadline atomic.Int64
@@ -45,6 +46,7 @@ func (c *Conn) initRecv() error {
 	}
 	r.wcs = make([]verbs.WC, recvBatch)
 	r.repost = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
+	r.repostAt = max(1, min(repostBatch, c.cfg.RecvDepth/4))
 	c.lend.returned = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
 	for i := 0; i < c.cfg.RecvDepth; i++ {
 		r.repost = append(r.repost, c.recvWR(uint64(i)))
@@ -91,7 +93,9 @@ func (c *Conn) pollRecv() (int, error) {
 		return r.count, nil
 	}
 	c.takeReturned()
-	if len(r.repost) > 0 {
+	// Consumed buffers go back in batches (one post, on rdma-core one
+	// crossing, per batch), or at once when the ring runs low.
+	if len(r.repost) >= r.repostAt || c.cfg.RecvDepth-int(c.lend.lent.Load())-len(r.repost) < r.repostAt {
 		if err := c.flushReposts(); err != nil {
 			return 0, err
 		}
@@ -148,7 +152,7 @@ func (c *Conn) nextRecv(block bool) (*verbs.WC, []byte, error) {
 func (c *Conn) releaseRecv(wc *verbs.WC) {
 	r := &c.rd
 	r.repost = append(r.repost, c.recvWR(wc.WRID))
-	if len(r.repost) >= repostBatch {
+	if len(r.repost) >= r.repostAt {
 		c.flushReposts() // a failure shows up as overflow drops
 	}
 }
