@@ -177,6 +177,14 @@ type QPConfig struct {
 	// Where unsupported, CreateQP succeeds and QP.LoopbackBlocked()
 	// reports false: the caller filters instead.
 	BlockSelfMulticastLoopback bool
+	// GRHAddressesOnly says the consumer reads only the addresses from a
+	// received GRH (source and destination GID). A provider that pays per
+	// datagram for the rest may then leave the hop limit and traffic
+	// class (IPv4 TTL and TOS) zero: the software backend saves the two
+	// control messages the kernel would write for them. The header stays
+	// well-formed (its checksum covers what is written). Devices fill the
+	// whole GRH either way.
+	GRHAddressesOnly bool
 }
 
 // QP is a UD queue pair in RTS.

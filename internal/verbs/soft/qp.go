@@ -141,10 +141,15 @@ var rxOpts = []sockopt{
 	// work out a source address for replies with a FIB lookup per
 	// datagram, which costs more than all the other control messages.
 	{unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, 1, "IP_RECVORIGDSTADDR"},
-	{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
-	{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 	{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"},
 	{unix.SOL_SOCKET, unix.SO_RCVBUF, sockBufBytes, "SO_RCVBUF"},
+}
+
+// grhOpts ask for the TTL and TOS the GRH's IPv4 header shows, unless
+// the QP was created with GRHAddressesOnly: about 0.1 µs a datagram.
+var grhOpts = []sockopt{
+	{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
+	{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
 }
 
 func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
@@ -187,7 +192,11 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	}()
 	q.mrs.Store(new([]*mr))
 
-	txOpts := append(rxOpts[:len(rxOpts):len(rxOpts)],
+	rx := rxOpts[:len(rxOpts):len(rxOpts)]
+	if !cfg.GRHAddressesOnly {
+		rx = append(rx, grhOpts...)
+	}
+	txOpts := append(rx[:len(rx):len(rx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
@@ -219,7 +228,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
 		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
 	}
-	mcOpts := append(rxOpts[:len(rxOpts):len(rxOpts)],
+	mcOpts := append(rx[:len(rx):len(rx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
 	if q.mcFd, err = udpSocket([4]byte{}, mcOpts); err != nil {
 		if errors.Is(err, unix.EADDRINUSE) {

@@ -381,3 +381,36 @@ func TestReceiveLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestGRHAddressesOnly: a QP created with GRHAddressesOnly gets the GRH's
+// addresses and a well-formed IPv4 header with TTL and TOS zero (no
+// control messages asked for them); one without gets the real TTL.
+func TestGRHAddressesOnly(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	for _, only := range []bool{false, true} {
+		b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
+		b.postRecvs(0, 1)
+		ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+		require.NoError(t, err)
+		a.send(ah, b.qp.QPN(), []byte("addresses"), 0, 0)
+		wcs := b.recv(1, 2*time.Second)
+		require.Len(t, wcs, 1)
+		ip := b.buf(wcs[0])[20:verbs.GRHSize]
+		assert.Equal(t, a.id.Local().IP.To4(), net.IP(ip[12:16]), "source")
+		assert.Equal(t, b.id.Local().IP.To4(), net.IP(ip[16:20]), "destination")
+		assert.Equal(t, byte(0), ip[1], "TOS (the sender sets none)")
+		if only {
+			assert.Equal(t, byte(0), ip[8], "TTL left zero")
+		} else {
+			assert.Equal(t, byte(64), ip[8], "TTL of a unicast send on lo")
+		}
+		var sum uint32
+		for i := 0; i < 20; i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+		}
+		for sum > 0xFFFF {
+			sum = sum&0xFFFF + sum>>16
+		}
+		assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+	}
+}

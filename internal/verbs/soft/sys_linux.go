@@ -132,7 +132,7 @@ func cmsgAlign(n int) int {
 // parseCmsgs reads IP_ORIGDSTADDR, IP_TTL, IP_TOS and SO_RXQ_OVFL without
 // allocating.
 func parseCmsgs(b []byte, m *rxMeta) {
-	*m = rxMeta{ttl: 64}
+	*m = rxMeta{}
 	hlen := cmsgAlign(unix.SizeofCmsghdr)
 	for len(b) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
