@@ -410,6 +410,46 @@ func TestUnicastReplyToSender(t *testing.T) {
 	expectNothing(t, other, 100*time.Millisecond) // unicast reaches only its QP
 }
 
+// A unicast datagram wakes a reader already blocked (with a read deadline
+// set) when no multicast traffic comes, and the deadline keeps working
+// afterwards: the next read times out at it, not before and not never.
+func TestUnicastWakesBlockedReader(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	server := listen(t, g)
+	client := listen(t, g)
+	require.NoError(t, client.SetReadDeadline(time.Now().Add(time.Hour)))
+	type result struct {
+		b   string
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, _, err := client.ReadFrom(buf)
+		got <- result{string(buf[:n]), err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("ReadFrom returned %+v before anything was sent", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_, err := server.WriteTo([]byte("unicast"), client.LocalAddr())
+	require.NoError(t, err)
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		require.Equal(t, "unicast", r.b)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a unicast datagram did not wake the blocked reader")
+	}
+	require.NoError(t, client.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	start := time.Now()
+	_, _, err = client.ReadFrom(make([]byte, 64))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "timed out before the deadline")
+}
+
 func TestGroupAddrAndBatches(t *testing.T) {
 	t.Parallel()
 	g := newGroup()

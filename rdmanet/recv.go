@@ -58,10 +58,16 @@ func (c *Conn) initRecv() error {
 	r.src = recvSource{chanAcker: chanAcker{cq: cq, ch: cq.Channel()}, c: c}
 	r.src.hint, _ = cq.Channel().(verbs.WakeHinter)
 	r.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-recv-cq", &r.src, c.cfg.Spin)
-	if lt, ok := cq.Channel().(verbs.LevelTriggered); ok && err == nil {
+	if err != nil {
+		return err
+	}
+	if lt, ok := cq.Channel().(verbs.LevelTriggered); ok {
 		r.waiter.SetLevelTriggered(lt.LevelTriggered())
 	}
-	return err
+	if k, ok := cq.Channel().(verbs.Kicker); ok {
+		return k.SetKick(r.waiter.Kick)
+	}
+	return nil
 }
 
 func (c *Conn) recvWR(slot uint64) verbs.RecvWR {

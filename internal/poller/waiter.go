@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,9 +52,15 @@ type Waiter struct {
 	armed        bool
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
-	n            int
-	err          error
-	fn           func(uintptr) bool // allocated once: Wait itself allocates nothing
+	// Kicks: kicked means the fd's deadline is in the past to wake the
+	// wait, and deadline is the caller's, put back when the kick is
+	// consumed. dmu orders them.
+	dmu      sync.Mutex
+	kicked   bool
+	deadline time.Time
+	n        int
+	err      error
+	fn       func(uintptr) bool // allocated once: Wait itself allocates nothing
 }
 
 // New makes a Waiter for src whose channel fd is fd. The Waiter owns a dup
@@ -172,15 +179,51 @@ func (w *Waiter) Wait() (int, error) {
 			}
 		}
 	}
-	w.n, w.err = 0, nil
-	if err := w.rc.Read(w.fn); err != nil {
+	for {
+		w.n, w.err = 0, nil
+		err := w.rc.Read(w.fn)
+		if err == nil {
+			return w.n, w.err
+		}
 		w.slept = false
 		if w.closed.Load() {
 			return 0, net.ErrClosed
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && w.unkick() {
+			continue // kicked: poll again
+		}
 		return 0, mapErr(err)
 	}
-	return w.n, w.err
+}
+
+// kickDeadline is a deadline long past: setting it wakes a blocked wait.
+var kickDeadline = time.Unix(1, 0)
+
+// Kick makes a blocked Wait poll again, or the next Wait poll at once
+// rather than sleep, without changing the deadline callers set. It is for
+// channels whose fd does not show every completion (verbs.Kicker). It
+// may be called from any goroutine, also after Close.
+func (w *Waiter) Kick() {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	if w.kicked || w.closed.Load() {
+		return
+	}
+	w.kicked = true
+	w.f.SetReadDeadline(kickDeadline)
+}
+
+// unkick consumes a kick, putting the caller's deadline back; it reports
+// whether there was one (else the deadline that passed was the caller's).
+func (w *Waiter) unkick() bool {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	if !w.kicked {
+		return false
+	}
+	w.kicked = false
+	w.f.SetReadDeadline(w.deadline)
+	return true
 }
 
 // SetLevelTriggered says that the channel fd is readable exactly while
@@ -194,6 +237,12 @@ func (w *Waiter) Armed() bool { return w.armed }
 // SetDeadline sets the deadline for Wait; a zero time means none. It takes
 // effect on a Wait already blocked.
 func (w *Waiter) SetDeadline(t time.Time) error {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	w.deadline = t
+	if w.kicked {
+		return nil // set when the kick is consumed
+	}
 	return mapErr(w.f.SetReadDeadline(t))
 }
 

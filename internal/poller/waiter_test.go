@@ -318,3 +318,132 @@ func TestSpinBacksOffWhenItMisses(t *testing.T) {
 	}
 	require.False(t, late())
 }
+
+// silentCQ is a level-triggered source whose completions never make its
+// fd readable (a socket the fd does not cover): only Kick wakes a waiter.
+type silentCQ struct {
+	r, w    int // a pipe nobody writes
+	pending atomic.Int64
+	polls   atomic.Int64
+}
+
+func (s *silentCQ) Poll() (int, error) {
+	s.polls.Add(1)
+	return int(s.pending.Swap(0)), nil
+}
+func (s *silentCQ) Arm() error          { panic("level-triggered") }
+func (s *silentCQ) Drain() (int, error) { panic("level-triggered") }
+
+func newSilentWaiter(t *testing.T) (*silentCQ, *Waiter) {
+	t.Helper()
+	var fds [2]int
+	require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	s := &silentCQ{r: fds[0], w: fds[1]}
+	w, err := New(s.r, "silent", s, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	w.SetLevelTriggered(true)
+	return s, w
+}
+
+type waitResult struct {
+	n   int
+	err error
+	at  time.Duration
+}
+
+func waitAsync(w *Waiter) <-chan waitResult {
+	ch := make(chan waitResult, 1)
+	start := time.Now()
+	go func() {
+		n, err := w.Wait()
+		ch <- waitResult{n, err, time.Since(start)}
+	}()
+	return ch
+}
+
+func TestKickWakesBlockedWait(t *testing.T) {
+	s, w := newSilentWaiter(t)
+	res := waitAsync(w)
+	select {
+	case r := <-res:
+		t.Fatalf("Wait returned %+v before anything happened", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.pending.Add(2) // the fd does not show it
+	select {
+	case r := <-res:
+		t.Fatalf("Wait returned %+v without a kick", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.Kick()
+	select {
+	case r := <-res:
+		require.NoError(t, r.err)
+		require.Equal(t, 2, r.n)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Kick did not wake Wait")
+	}
+}
+
+// A kick that finds nothing leaves the caller's deadline as it was: the
+// wait sleeps on and times out at the deadline, not at the kick.
+func TestKickKeepsDeadline(t *testing.T) {
+	_, w := newSilentWaiter(t)
+	require.NoError(t, w.SetDeadline(time.Now().Add(300*time.Millisecond)))
+	res := waitAsync(w)
+	time.Sleep(50 * time.Millisecond)
+	w.Kick()
+	r := <-res
+	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
+	require.GreaterOrEqual(t, r.at, 250*time.Millisecond, "returned at the kick, not at the deadline")
+	require.Less(t, r.at, 3*time.Second)
+}
+
+// A kick with no wait blocked is kept for the next Wait, and a deadline
+// set meanwhile is the one that Wait then keeps.
+func TestKickBeforeWaitAndDeadlineSetWhileKicked(t *testing.T) {
+	s, w := newSilentWaiter(t)
+	w.Kick()
+	require.NoError(t, w.SetDeadline(time.Now().Add(200*time.Millisecond)))
+	pollsBefore := s.polls.Load()
+	r := <-waitAsync(w)
+	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
+	require.GreaterOrEqual(t, r.at, 150*time.Millisecond, "the deadline set while kicked was lost")
+	require.Equal(t, int64(1), s.polls.Load()-pollsBefore, "one poll before sleeping to the deadline")
+
+	// Clearing the deadline works as usual afterwards.
+	require.NoError(t, w.SetDeadline(time.Time{}))
+	res := waitAsync(w)
+	s.pending.Add(1)
+	w.Kick()
+	select {
+	case r := <-res:
+		require.NoError(t, r.err)
+		require.Equal(t, 1, r.n)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Kick did not wake Wait")
+	}
+}
+
+// A deadline already past wins over a kick, as it does over data.
+func TestKickWithPastDeadline(t *testing.T) {
+	s, w := newSilentWaiter(t)
+	require.NoError(t, w.SetDeadline(time.Now().Add(-time.Second)))
+	s.pending.Add(1)
+	w.Kick()
+	_, err := w.Wait()
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+}
+
+func TestKickAfterClose(t *testing.T) {
+	_, w := newSilentWaiter(t)
+	res := waitAsync(w)
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, w.Close())
+	require.ErrorIs(t, (<-res).err, net.ErrClosed)
+	w.Kick() // no panic, no effect
+	_, err := w.Wait()
+	require.ErrorIs(t, err, net.ErrClosed)
+}

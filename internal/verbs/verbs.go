@@ -236,11 +236,22 @@ type Channel interface {
 	AckEvents(n int)
 }
 
-// LevelTriggered is implemented by channels whose fd is readable exactly
-// while the CQ's Poll would return work (the software provider's receive
-// CQ, whose channel is its sockets): they need no arming and no draining.
+// LevelTriggered is implemented by channels whose fd is readable while
+// the CQ's Poll may return work (the software provider's receive CQ,
+// whose channel is its multicast socket), and that need no arming and no
+// draining: a waiter polls once before it sleeps, and once on each wake.
 type LevelTriggered interface {
 	LevelTriggered() bool
+}
+
+// Kicker is implemented by channels whose fd does not show every
+// completion: the software provider's receive channel is its multicast
+// socket, which a unicast datagram, or a receive posted while datagrams
+// wait, does not make readable. The waiter hands it a function that makes
+// a blocked wait poll again, and the channel calls it, from any
+// goroutine, for what its fd cannot show. SetKick(nil) stops the calls.
+type Kicker interface {
+	SetKick(kick func()) error
 }
 
 // WakeHinter is implemented by level-triggered channels that can use the

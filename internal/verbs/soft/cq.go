@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -119,25 +120,31 @@ const (
 
 // recvCQ is the receive CQ, and the receive queue it completes.
 //
-// Its channel fd is an epoll fd with both sockets in it, level-triggered
-// EPOLLIN, so it is readable while a datagram waits and a receive is
-// posted; while the receive queue is empty the sockets are taken out of
-// the interest set (the socket buffers hold the datagrams, as a NIC's
-// buffer would) and PostRecv puts them back. Poll does the receive work:
-// it reads datagrams with recvmmsg straight into the posted buffers.
+// Its channel fd is the QP's multicast socket, which a waiter's netpoller
+// watches directly: readable while a multicast datagram waits. What that
+// fd cannot show goes through the kick the waiter registers
+// (verbs.Kicker): a unicast datagram (once a kick is registered, a
+// goroutine watches the unicast socket for it) and receives posted while
+// none were (datagrams may be waiting). Poll does the receive work: it
+// asks its own epoll set over both sockets which hold datagrams (one
+// syscall for both) and reads them with recvmmsg straight into the posted
+// buffers. While no receive is posted the socket buffers hold the
+// datagrams, as a NIC's buffer would.
 type recvCQ struct {
 	q      *QP
 	mu     sync.Mutex
 	closed bool
-	epfd   int
-	// interest: the sockets are in the epoll set with EPOLLIN.
-	interest bool
-	ev       unix.EpollEvent
-	evs      [2]unix.EpollEvent // Poll's readiness scratch
-	woken    atomic.Bool        // the channel just woke a waiter (WakeHinter)
-	single   bool               // wakes bring one datagram: read one slot
-	probe    bool               // a one-slot read happened: check for more
-	last     int                // the socket the last datagram came from
+	epfd   int                // both sockets, EPOLLIN: Poll's readiness check
+	evs    [2]unix.EpollEvent // Poll's readiness scratch
+	// The kick (verbs.Kicker), and the watch on the unicast socket that
+	// calls it: a dup of the socket in the netpoller, and the goroutine's
+	// end.
+	kick      atomic.Pointer[func()]
+	watch     *os.File
+	watchDone chan struct{}
+	woken     atomic.Bool // the channel just woke a waiter (WakeHinter)
+	single    bool        // wakes bring one datagram: read one slot
+	probe     bool        // a one-slot read happened: check for more
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -174,7 +181,7 @@ func (c *recvCQ) init(q *QP, depth int) error {
 		return os.NewSyscallError("fcntl", err)
 	}
 	for _, fd := range [2]int{q.mcFd, q.uniFd} {
-		ev := unix.EpollEvent{Events: 0, Fd: int32(fd)}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			return os.NewSyscallError("epoll_ctl", err)
 		}
@@ -201,26 +208,6 @@ func (c *recvCQ) findGroup(a [4]byte) int {
 	return -1
 }
 
-// updateInterest puts the sockets in the epoll set while receives are
-// posted and takes them out while none is; c.mu is held.
-func (c *recvCQ) updateInterest() {
-	want := c.n > 0 && !c.closed
-	if want == c.interest {
-		return
-	}
-	c.ev.Events = 0
-	if want {
-		c.ev.Events = unix.EPOLLIN
-	}
-	for _, fd := range [2]int{c.q.mcFd, c.q.uniFd} {
-		c.ev.Fd = int32(fd)
-		if err := unix.EpollCtl(c.epfd, unix.EPOLL_CTL_MOD, fd, &c.ev); err != nil {
-			return // keep the old state; the next call retries
-		}
-	}
-	c.interest = want
-}
-
 // ReqNotify does nothing: the channel fd is level-triggered.
 func (c *recvCQ) ReqNotify() error {
 	c.mu.Lock()
@@ -231,12 +218,88 @@ func (c *recvCQ) ReqNotify() error {
 	return nil
 }
 
-// Channel is the receive CQ's channel: the epoll fd.
+// Channel is the receive CQ's channel: the multicast socket.
 func (c *recvCQ) Channel() verbs.Channel { return (*recvChannel)(c) }
 
 type recvChannel recvCQ
 
-func (ch *recvChannel) Fd() int { return ch.epfd }
+func (ch *recvChannel) Fd() int { return ch.q.mcFd }
+
+// SetKick implements verbs.Kicker. The first kick set starts the watch on
+// the unicast socket; it runs until the QP is destroyed.
+func (ch *recvChannel) SetKick(kick func()) error {
+	c := (*recvCQ)(ch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kick == nil {
+		c.kick.Store(nil)
+		return nil
+	}
+	if c.closed {
+		return fmt.Errorf("soft: receive channel: %w", verbs.ErrClosed)
+	}
+	c.kick.Store(&kick)
+	if c.watch != nil {
+		return nil
+	}
+	// The netpoller would watch a socket for EPOLLOUT too, and this
+	// socket is the QP's sender: every send would wake it. An epoll set
+	// with the socket's EPOLLIN alone is what it watches instead.
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.q.uniFd)}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("fcntl", err)
+	}
+	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, c.q.uniFd, &ev); err != nil {
+		unix.Close(fd)
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	f := os.NewFile(uintptr(fd), "rdmanet-soft-unicast")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("soft: unicast watch: %w", err)
+	}
+	c.watch, c.watchDone = f, make(chan struct{})
+	go c.watchUnicast(rc, c.watchDone)
+	return nil
+}
+
+// watchUnicast kicks the waiter whenever the unicast socket has
+// datagrams: checked when the watch starts and on every readiness edge
+// the netpoller reports (an edge that comes while a check runs is kept
+// for the next wait), so none is missed. It returns when the watch's file
+// is closed.
+func (c *recvCQ) watchUnicast(rc syscall.RawConn, done chan struct{}) {
+	defer close(done)
+	evs := make([]unix.EpollEvent, 1)
+	rc.Read(func(fd uintptr) bool {
+		if n, _ := epollWait(int(fd), evs); n > 0 {
+			c.kickWaiter()
+		}
+		return false // watch until closed
+	})
+}
+
+// kickWaiter calls the registered kick, if any.
+func (c *recvCQ) kickWaiter() {
+	if k := c.kick.Load(); k != nil {
+		(*k)()
+	}
+}
+
+// stopWatch ends the unicast watch and waits for its goroutine.
+func (c *recvCQ) stopWatch() {
+	if c.watch != nil {
+		c.watch.Close()
+		<-c.watchDone
+		c.watch = nil
+	}
+}
 
 // GetEvents returns 0, nil: readiness is the sockets' own, nothing to
 // drain.
@@ -256,7 +319,6 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	if err := c.q.usable("ibv_poll_cq", c.closed); err != nil {
 		return 0, err
 	}
-	defer c.updateInterest()
 	socks := [2]int{c.q.mcFd, c.q.uniFd}
 	if c.n == 0 {
 		return 0, nil
@@ -270,10 +332,10 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	woken := c.woken.Swap(false)
 	single := woken && c.single
 	if woken {
-		// Just woken by the channel: something is there, most likely
-		// where the last datagram came from. Read there first.
+		// Just woken by the channel: the multicast socket has something.
+		// Read there first.
 		drained = [2]bool{false, false}
-		start = c.last
+		start = 0
 	} else {
 		nev, err := epollWait(c.epfd, c.evs[:])
 		if err != nil && err != unix.EINTR {
@@ -326,7 +388,6 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		}
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {
-			c.last = s
 			if woken && !single {
 				c.single = got == 1 // one datagram per wake: request/response
 			}

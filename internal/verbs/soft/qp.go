@@ -279,6 +279,7 @@ func (q *QP) close() error {
 	}
 	q.rcq.groups = nil
 	q.rcq.rq = nil
+	q.rcq.stopWatch()
 	return q.closeFds()
 }
 
@@ -421,7 +422,11 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	if err := q.usable("ibv_post_recv", c.closed); err != nil {
 		return 0, err
 	}
-	defer c.updateInterest()
+	if c.n == 0 && len(wrs) > 0 {
+		// Datagrams may wait with no edge left to wake a reader: kick it
+		// (deferred: after the receives are in).
+		defer c.kickWaiter()
+	}
 	for i := range wrs {
 		if c.n == len(c.rq) {
 			return i, fmt.Errorf("soft: ibv_post_recv: %w", verbs.ErrQueueFull)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,27 +235,54 @@ func waitReadable(t *testing.T, fd int, timeout time.Duration) bool {
 	return false
 }
 
+// kicks counts the calls of a receive channel's kick.
+type kicks struct{ n atomic.Int64 }
+
+func (k *kicks) kick() { k.n.Add(1) }
+
+func (k *kicks) waitFor(t *testing.T, want int64, timeout time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if k.n.Load() >= want {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+// The receive channel's fd is the multicast socket: readable while a
+// multicast datagram waits, posted receive or not, quiet once Poll read
+// it. What the fd cannot show goes through the kick: a unicast datagram,
+// and receives posted while none were.
 func TestRecvChannelReadiness(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{})
 	m, _ := a.join("239.201.7.1", false)
 	_, ah := s.join("239.201.7.1", true)
-	fd := a.qp.RecvCQ().Channel().Fd()
+	ch := a.qp.RecvCQ().Channel()
+	fd := ch.Fd()
+	var k kicks
+	require.NoError(t, ch.(verbs.Kicker).SetKick(k.kick))
 	assert.False(t, readable(t, fd), "readable before anything was sent")
-
-	// No receive posted: the datagram waits in the socket and the
-	// channel stays quiet.
-	s.send(ah, m.RemoteQPN, []byte("x"), 0, 0)
 	time.Sleep(20 * time.Millisecond)
-	assert.False(t, readable(t, fd), "readable with no receive posted")
+	assert.Zero(t, k.n.Load(), "kicked before anything happened")
+
+	// No receive posted: the datagram waits in the socket.
+	s.send(ah, m.RemoteQPN, []byte("x"), 0, 0)
+	assert.True(t, waitReadable(t, fd, time.Second), "a multicast datagram waits")
 	var wcs [4]verbs.WC
 	n, err := a.qp.RecvCQ().Poll(wcs[:])
 	require.NoError(t, err)
-	assert.Equal(t, 0, n)
+	assert.Equal(t, 0, n, "nothing completes without a posted receive")
 
+	// Posting receives kicks: the fd's edge came when nothing was posted.
 	a.postRecvs(0, 4)
-	assert.True(t, waitReadable(t, fd, time.Second), "not readable with a datagram waiting and a receive posted")
-	ev, err := a.qp.RecvCQ().Channel().GetEvents()
+	assert.Equal(t, int64(1), k.n.Load(), "posting receives into an empty queue kicks")
+	a.postRecvs(4, 1)
+	assert.Equal(t, int64(1), k.n.Load(), "posting into a non-empty queue does not")
+	ev, err := ch.GetEvents()
 	assert.NoError(t, err)
 	assert.Equal(t, 0, ev)
 	n, err = a.qp.RecvCQ().Poll(wcs[:])
@@ -267,6 +295,27 @@ func TestRecvChannelReadiness(t *testing.T) {
 	n, _ = a.qp.RecvCQ().Poll(wcs[:])
 	assert.Equal(t, 1, n)
 	assert.False(t, readable(t, fd))
+
+	// Unicast: the fd stays quiet, the kick comes, Poll finds it.
+	before := k.n.Load()
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	s.send(uah, a.qp.QPN(), []byte("u"), 0, 0)
+	assert.True(t, k.waitFor(t, before+1, time.Second), "a unicast datagram did not kick")
+	assert.False(t, readable(t, fd), "the multicast socket shows unicast")
+	n, _ = a.qp.RecvCQ().Poll(wcs[:])
+	require.Equal(t, 1, n)
+	assert.Equal(t, []byte("u"), a.buf(wcs[0])[verbs.GRHSize:])
+
+	// Without a kick registered nothing is called, and Poll still finds
+	// the datagram.
+	require.NoError(t, ch.(verbs.Kicker).SetKick(nil))
+	before = k.n.Load()
+	s.send(uah, a.qp.QPN(), []byte("v"), 0, 0)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, before, k.n.Load(), "kicked after SetKick(nil)")
+	n, _ = a.qp.RecvCQ().Poll(wcs[:])
+	require.Equal(t, 1, n)
 }
 
 func TestNoRecvPostedOverflow(t *testing.T) {
