@@ -30,7 +30,10 @@
 //
 // PostSend builds BTH, DETH, [ImmDt], pad and ICRC into per-slot scratch
 // and sends a batch with one sendmmsg, the payload straight from the
-// registered arena. Sockets send with DF set (IP_PMTUDISC_DO), so Linux
+// registered arena; a lone datagram is gathered into one buffer and sent
+// with sendto, which costs the kernel less than importing iovecs. The
+// ICRC of a flow's next datagram starts from the remembered CRC state of
+// its headers, with the IP ID and PSN added through tables. Sockets send with DF set (IP_PMTUDISC_DO), so Linux
 // puts IP ID 0 in the header, as the ICRC assumes. Consecutive WRs to one
 // destination with one datagram length (the last may be shorter), up to
 // 64 and 64 KiB, form a run that is one sendmmsg message with UDP_SEGMENT
@@ -42,12 +45,22 @@
 //
 // # Receiving
 //
-// No goroutine runs anywhere in this package. The receive CQ's channel fd
-// is an epoll fd over both sockets: readable while a datagram waits and a
-// receive is posted. RecvCQ().Poll does the work: recvmmsg (recvmsg for a
-// single datagram) straight into the posted buffers (payload at byte 40), validation (BTH, P_Key, Q_Key,
-// destination QPN and group, ICRC), a GRH area as rxe fills it for RoCEv2
-// over IPv4 (bytes 20-39 an IPv4 header), and one completion per datagram.
+// The receive CQ's channel fd is the QP's multicast socket, which a
+// waiter's netpoller watches directly (no nested epoll on the wake-up
+// path). What it cannot show goes through the kick the waiter registers
+// (verbs.Kicker): a unicast datagram, which the one goroutine of a QP
+// watches for through an epoll set holding only the unicast socket's
+// EPOLLIN (the socket itself would also wake it on every send), and
+// receives posted into an empty queue. RecvCQ().Poll does the work: one
+// epoll_wait over both sockets says which hold datagrams (skipped right
+// after a wake: the multicast socket has one), then recvmmsg (recvmsg for
+// a single datagram) straight into the posted buffers: a buffer with room
+// for the largest datagram gets it whole (one iovec, headers in the GRH
+// area), a shorter one gets it scattered over scratch. Then validation
+// (BTH, P_Key, Q_Key, destination QPN and group, ICRC), a GRH area as rxe
+// fills it for RoCEv2 over IPv4 (bytes 20-39 an IPv4 header, from
+// IP_ORIGDSTADDR and, unless the QP was created with GRHAddressesOnly,
+// IP_TTL and IP_TOS), and one completion per datagram.
 // Datagrams that fail are dropped and counted (QP.Drops); their buffers
 // stay posted. With no receive posted, datagrams wait in the socket buffer
 // and the kernel drops the overflow, counted as Drops.Overflow.
