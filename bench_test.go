@@ -388,6 +388,60 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
+// BenchmarkPingPongUnicast is the ping-pong with unicast both ways: UD
+// datagrams to the peer's *rdmanet.Addr (on the software backend they
+// reach the QP's unicast socket, whose arrivals kick the reader), beside
+// two net.UDPConns on 127.0.0.1.
+func BenchmarkPingPongUnicast(b *testing.B) {
+	for _, sz := range sizes(b) {
+		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
+			x, y := newRDMA(b, nextGroup(), false, 0), newRDMA(b, nextGroup(), false, 0)
+			ex, ey := &uniEP{c: x.c, to: y.c.LocalAddr()}, &uniEP{c: y.c, to: x.c.LocalAddr()}
+			pingpong(b, ex, ex, ey, ey, sz.n)
+		})
+		b.Run("udp/"+sz.name, func(b *testing.B) {
+			lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+			x, err := net.ListenUDP("udp4", lo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			y, err := net.ListenUDP("udp4", lo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ex := &udpUniEP{c: x, to: y.LocalAddr().(*net.UDPAddr)}
+			ey := &udpUniEP{c: y, to: x.LocalAddr().(*net.UDPAddr)}
+			pingpong(b, ex, ex, ey, ey, sz.n)
+		})
+	}
+}
+
+// uniEP sends unicast to one peer; closing it twice is harmless.
+type uniEP struct {
+	c  *rdmanet.Conn
+	to net.Addr
+}
+
+func (e *uniEP) send(b []byte) error { _, err := e.c.WriteTo(b, e.to); return err }
+func (e *uniEP) recv(b []byte) (int, error) {
+	n, _, err := e.c.ReadFromAddr(b)
+	return n, err
+}
+func (e *uniEP) sendBatch([][]byte) error        { panic("not used") }
+func (e *uniEP) recvBatch([][]byte) (int, error) { panic("not used") }
+func (e *uniEP) close()                          { e.c.Close() }
+
+type udpUniEP struct {
+	c  *net.UDPConn
+	to *net.UDPAddr
+}
+
+func (e *udpUniEP) send(b []byte) error             { _, err := e.c.WriteToUDP(b, e.to); return err }
+func (e *udpUniEP) recv(b []byte) (int, error)      { n, _, err := e.c.ReadFromUDP(b); return n, err }
+func (e *udpUniEP) sendBatch([][]byte) error        { panic("not used") }
+func (e *udpUniEP) recvBatch([][]byte) (int, error) { panic("not used") }
+func (e *udpUniEP) close()                          { e.c.Close() }
+
 // swapRx reads from another endpoint's receiver: the UDP endpoints pair a
 // receiver on one group with a sender to the same group.
 type swapRx struct{ self, other *udpEP }
