@@ -65,6 +65,9 @@ func (c *Conn) initRecv() error {
 		r.waiter.SetLevelTriggered(lt.LevelTriggered())
 	}
 	if k, ok := cq.Channel().(verbs.Kicker); ok {
+		if err := r.waiter.SetNarrow(k.NarrowFd(), k); err != nil {
+			return err
+		}
 		return k.SetKick(r.waiter.Kick)
 	}
 	return nil

@@ -52,7 +52,12 @@ type Waiter struct {
 	armed        bool
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
-	// Kicks: kicked means the fd's deadline is in the past to wake the
+	// The narrow fd (SetNarrow): a second fd the wait may sleep on, as
+	// narrow says before each sleep; nf is nil without one.
+	nf     *os.File
+	nrc    syscall.RawConn
+	narrow Narrower
+	// Kicks: kicked means the fds' deadlines are in the past to wake the
 	// wait, and deadline is the caller's, put back when the kick is
 	// consumed. dmu orders them.
 	dmu      sync.Mutex
@@ -68,23 +73,32 @@ type Waiter struct {
 // ibv_destroy_comp_channel does) independently. spin is the spin window
 // (0: none).
 func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
+	f, rc, err := dupFile(fd, name)
+	if err != nil {
+		return nil, err
+	}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin}
+	w.fn = w.step
+	return w, nil
+}
+
+// dupFile dups fd, non-blocking, into an *os.File in the netpoller.
+func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+		return nil, nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
 	}
 	if err := unix.SetNonblock(nfd, true); err != nil {
 		unix.Close(nfd)
-		return nil, os.NewSyscallError("setnonblock", err)
+		return nil, nil, os.NewSyscallError("setnonblock", err)
 	}
 	f := os.NewFile(uintptr(nfd), name)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("poller: %s: %w", name, err)
+		return nil, nil, fmt.Errorf("poller: %s: %w", name, err)
 	}
-	w := &Waiter{f: f, rc: rc, src: src, spin: spin}
-	w.fn = w.step
-	return w, nil
+	return f, rc, nil
 }
 
 // step is one round of the wake-up protocol; true ends the wait.
@@ -181,7 +195,11 @@ func (w *Waiter) Wait() (int, error) {
 	}
 	for {
 		w.n, w.err = 0, nil
-		err := w.rc.Read(w.fn)
+		rc := w.rc
+		if w.nf != nil && w.narrow.Narrow() {
+			rc = w.nrc
+		}
+		err := rc.Read(w.fn)
 		if err == nil {
 			return w.n, w.err
 		}
@@ -210,7 +228,35 @@ func (w *Waiter) Kick() {
 		return
 	}
 	w.kicked = true
-	w.f.SetReadDeadline(kickDeadline)
+	w.setDeadlines(kickDeadline)
+}
+
+// setDeadlines sets the deadline of the fd and the narrow fd; w.dmu is
+// held.
+func (w *Waiter) setDeadlines(t time.Time) error {
+	if w.nf != nil {
+		if err := w.nf.SetReadDeadline(t); err != nil {
+			return err
+		}
+	}
+	return w.f.SetReadDeadline(t)
+}
+
+// Narrower says, before each sleep, whether to sleep on the narrow fd.
+type Narrower interface{ Narrow() bool }
+
+// SetNarrow gives the Waiter a second fd (dup'd, as New does): one that
+// wakes a wait more cheaply than the first but does not show every
+// completion. Before each sleep n says which to sleep on; while the wait
+// sleeps on the narrow one, whoever knows of completions it cannot show
+// must Kick. Call it before the first Wait.
+func (w *Waiter) SetNarrow(fd int, n Narrower) error {
+	f, rc, err := dupFile(fd, w.f.Name()+"-narrow")
+	if err != nil {
+		return err
+	}
+	w.nf, w.nrc, w.narrow = f, rc, n
+	return nil
 }
 
 // unkick consumes a kick, putting the caller's deadline back; it reports
@@ -222,7 +268,7 @@ func (w *Waiter) unkick() bool {
 		return false
 	}
 	w.kicked = false
-	w.f.SetReadDeadline(w.deadline)
+	w.setDeadlines(w.deadline)
 	return true
 }
 
@@ -243,7 +289,7 @@ func (w *Waiter) SetDeadline(t time.Time) error {
 	if w.kicked {
 		return nil // set when the kick is consumed
 	}
-	return mapErr(w.f.SetReadDeadline(t))
+	return mapErr(w.setDeadlines(t))
 }
 
 // Close closes the Waiter's fd and unblocks a blocked Wait with
@@ -251,6 +297,9 @@ func (w *Waiter) SetDeadline(t time.Time) error {
 func (w *Waiter) Close() error {
 	if w.closed.Swap(true) {
 		return nil
+	}
+	if w.nf != nil {
+		w.nf.Close()
 	}
 	return mapErr(w.f.Close())
 }

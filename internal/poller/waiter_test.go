@@ -447,3 +447,104 @@ func TestKickAfterClose(t *testing.T) {
 	_, err := w.Wait()
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// twoPipes is a level-triggered source over two pipes, the wide one
+// (the Waiter's fd) and the narrow one (SetNarrow's); Poll reads both.
+type twoPipes struct {
+	wide, narrow [2]int
+	sleepNarrow  atomic.Bool
+}
+
+func (p *twoPipes) Poll() (int, error) {
+	var b [64]byte
+	total := 0
+	for _, fd := range []int{p.wide[0], p.narrow[0]} {
+		if n, err := unix.Read(fd, b[:]); err == nil {
+			total += n
+		}
+	}
+	return total, nil
+}
+func (p *twoPipes) Arm() error          { panic("level-triggered") }
+func (p *twoPipes) Drain() (int, error) { panic("level-triggered") }
+func (p *twoPipes) Narrow() bool        { return p.sleepNarrow.Load() }
+
+func newTwoPipes(t *testing.T) (*twoPipes, *Waiter) {
+	t.Helper()
+	p := &twoPipes{}
+	for _, fds := range []*[2]int{&p.wide, &p.narrow} {
+		require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	}
+	w, err := New(p.wide[0], "wide", p, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	w.SetLevelTriggered(true)
+	require.NoError(t, w.SetNarrow(p.narrow[0], p))
+	return p, w
+}
+
+func expectBlocked(t *testing.T, res <-chan waitResult, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case r := <-res:
+		t.Fatalf("Wait returned %+v: %s", r, why)
+	case <-time.After(d):
+	}
+}
+
+func expectWoken(t *testing.T, res <-chan waitResult, n int, why string) {
+	t.Helper()
+	select {
+	case r := <-res:
+		require.NoError(t, r.err)
+		require.Equal(t, n, r.n)
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+	}
+}
+
+// Each wait sleeps on the fd Narrow picks: asleep on the narrow fd it does
+// not see the wide one (a kick brings it back), asleep on the wide fd it
+// does; deadlines and Close apply to both.
+func TestNarrowFdChosenPerWait(t *testing.T) {
+	p, w := newTwoPipes(t)
+
+	p.sleepNarrow.Store(true)
+	res := waitAsync(w)
+	expectBlocked(t, res, 50*time.Millisecond, "nothing written")
+	unix.Write(p.narrow[1], []byte("ab"))
+	expectWoken(t, res, 2, "the narrow fd did not wake a narrow sleep")
+
+	res = waitAsync(w)
+	time.Sleep(20 * time.Millisecond)
+	unix.Write(p.wide[1], []byte("abc"))
+	expectBlocked(t, res, 100*time.Millisecond, "a narrow sleep saw the wide fd")
+	w.Kick()
+	expectWoken(t, res, 3, "a kick did not wake a narrow sleep")
+
+	p.sleepNarrow.Store(false)
+	res = waitAsync(w)
+	time.Sleep(20 * time.Millisecond)
+	unix.Write(p.wide[1], []byte("abcd"))
+	expectWoken(t, res, 4, "the wide fd did not wake a wide sleep")
+
+	// A deadline ends a narrow sleep too, at the deadline.
+	p.sleepNarrow.Store(true)
+	require.NoError(t, w.SetDeadline(time.Now().Add(150*time.Millisecond)))
+	r := <-waitAsync(w)
+	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
+	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
+	require.NoError(t, w.SetDeadline(time.Time{}))
+
+	// Close ends a narrow sleep.
+	res = waitAsync(w)
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, w.Close())
+	select {
+	case r := <-res:
+		require.ErrorIs(t, r.err, net.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a narrow sleep")
+	}
+}

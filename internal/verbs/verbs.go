@@ -244,13 +244,19 @@ type LevelTriggered interface {
 	LevelTriggered() bool
 }
 
-// Kicker is implemented by channels whose fd does not show every
-// completion: the software provider's receive channel is its multicast
-// socket, which a unicast datagram, or a receive posted while datagrams
-// wait, does not make readable. The waiter hands it a function that makes
-// a blocked wait poll again, and the channel calls it, from any
-// goroutine, for what its fd cannot show. SetKick(nil) stops the calls.
+// Kicker is implemented by channels with a second, narrower fd: one that
+// wakes a waiter more cheaply than Fd but does not show every completion.
+// The software provider's receive channel: Fd is an epoll set over the
+// QP's multicast and unicast sockets, NarrowFd the multicast socket alone
+// (the netpoller then wakes the reader without a nested epoll). Before
+// each sleep the waiter asks Narrow which fd to sleep on; while it sleeps
+// on NarrowFd, the channel calls the kick it was given for what NarrowFd
+// cannot show (a unicast datagram, receives posted into an empty queue),
+// from any goroutine, and the wait polls again. SetKick(nil) stops the
+// calls.
 type Kicker interface {
+	NarrowFd() int
+	Narrow() bool
 	SetKick(kick func()) error
 }
 

@@ -120,31 +120,51 @@ const (
 
 // recvCQ is the receive CQ, and the receive queue it completes.
 //
-// Its channel fd is the QP's multicast socket, which a waiter's netpoller
-// watches directly: readable while a multicast datagram waits. What that
-// fd cannot show goes through the kick the waiter registers
-// (verbs.Kicker): a unicast datagram (once a kick is registered, a
-// goroutine watches the unicast socket for it) and receives posted while
-// none were (datagrams may be waiting). Poll does the receive work: it
-// asks its own epoll set over both sockets which hold datagrams (one
-// syscall for both) and reads them with recvmmsg straight into the posted
-// buffers. While no receive is posted the socket buffers hold the
-// datagrams, as a NIC's buffer would.
+// Its channel fd is an epoll set over both sockets, EPOLLIN,
+// level-triggered: readable while a datagram waits. Its narrow fd
+// (verbs.Kicker) is the multicast socket alone, which the netpoller
+// watches without a nested epoll. A waiter sleeps narrow while no unicast
+// datagram came in the last wideWaits waits; then the channel set drops
+// the multicast socket (its datagrams wake the netpoller once), and what
+// the narrow fd cannot show goes through the kick the waiter registers:
+// a unicast datagram (a goroutine watches the unicast socket for it) and
+// receives posted while none were (datagrams may be waiting). After a
+// unicast datagram the waiter sleeps wide, on the channel set with both
+// sockets, and the watch rests. Poll does the receive work: it asks a
+// third epoll set, over both sockets and in no netpoller, which sockets
+// hold datagrams (one syscall for both) and reads them with recvmmsg
+// straight into the posted buffers. While no receive is posted the
+// socket buffers hold the datagrams, as a NIC's buffer would.
 type recvCQ struct {
 	q      *QP
 	mu     sync.Mutex
 	closed bool
 	epfd   int                // both sockets, EPOLLIN: Poll's readiness check
 	evs    [2]unix.EpollEvent // Poll's readiness scratch
+	// wideFd is the channel fd: both sockets while the waiter sleeps
+	// wide, none while it sleeps narrow (the multicast socket wakes it
+	// directly then, and its datagrams must not wake the netpoller
+	// twice). uniEpFd is what the unicast watch sleeps on: the unicast
+	// socket's EPOLLIN while the waiter sleeps narrow (the netpoller
+	// would watch the socket itself for EPOLLOUT too, and it is the QP's
+	// sender). narrowMode is the mode they are set for (the reader's).
+	wideFd, uniEpFd int
+	narrowMode      bool
 	// The kick (verbs.Kicker), and the watch on the unicast socket that
 	// calls it: a dup of the socket in the netpoller, and the goroutine's
 	// end.
 	kick      atomic.Pointer[func()]
 	watch     *os.File
 	watchDone chan struct{}
-	woken     atomic.Bool // the channel just woke a waiter (WakeHinter)
-	single    bool        // wakes bring one datagram: read one slot
-	probe     bool        // a one-slot read happened: check for more
+	// narrow: the waiter sleeps on the multicast socket (kick it for
+	// unicast); wide: waits left that sleep on the epoll set, set by a
+	// unicast datagram.
+	narrow atomic.Bool
+	wide   atomic.Int32
+	woken  atomic.Bool // the channel just woke a waiter (WakeHinter)
+	last   int         // the socket the last datagram came from
+	single bool        // wakes bring one datagram: read one slot
+	probe  bool        // a one-slot read happened: check for more
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -170,21 +190,41 @@ type recvCQ struct {
 
 var _ verbs.CQ = (*recvCQ)(nil)
 
-func (c *recvCQ) init(q *QP, depth int) error {
-	c.q = q
+// newEpoll makes a non-blocking epoll set with each fd in it for events.
+func newEpoll(fds []int, events []uint32) (int, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return os.NewSyscallError("epoll_create1", err)
+		return -1, os.NewSyscallError("epoll_create1", err)
 	}
-	c.epfd = epfd
 	if err := unix.SetNonblock(epfd, true); err != nil {
-		return os.NewSyscallError("fcntl", err)
+		unix.Close(epfd)
+		return -1, os.NewSyscallError("fcntl", err)
 	}
-	for _, fd := range [2]int{q.mcFd, q.uniFd} {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	for i, fd := range fds {
+		ev := unix.EpollEvent{Events: events[i], Fd: int32(fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			return os.NewSyscallError("epoll_ctl", err)
+			unix.Close(epfd)
+			return -1, os.NewSyscallError("epoll_ctl", err)
 		}
+	}
+	return epfd, nil
+}
+
+func (c *recvCQ) init(q *QP, depth int) error {
+	c.q = q
+	both := []int{q.mcFd, q.uniFd}
+	var err error
+	// Poll's readiness check, and the channel fd; both start wide, as a
+	// consumer that never asks Narrow needs. The unicast watch's set
+	// starts empty.
+	if c.epfd, err = newEpoll(both, []uint32{unix.EPOLLIN, unix.EPOLLIN}); err != nil {
+		return err
+	}
+	if c.wideFd, err = newEpoll(both, []uint32{unix.EPOLLIN, unix.EPOLLIN}); err != nil {
+		return err
+	}
+	if c.uniEpFd, err = newEpoll(nil, nil); err != nil {
+		return err
 	}
 	c.rq = make([]rqEntry, depth)
 	b := min(depth, recvBatch)
@@ -218,12 +258,78 @@ func (c *recvCQ) ReqNotify() error {
 	return nil
 }
 
-// Channel is the receive CQ's channel: the multicast socket.
+// Channel is the receive CQ's channel: the epoll set, and the multicast
+// socket as its narrow fd.
 func (c *recvCQ) Channel() verbs.Channel { return (*recvChannel)(c) }
 
 type recvChannel recvCQ
 
-func (ch *recvChannel) Fd() int { return ch.q.mcFd }
+func (ch *recvChannel) Fd() int { return ch.wideFd }
+
+// NarrowFd implements verbs.Kicker: the multicast socket.
+func (ch *recvChannel) NarrowFd() int { return ch.q.mcFd }
+
+// wideWaits is how many waits after a unicast datagram sleep on the epoll
+// set, which a unicast datagram wakes directly; sleeping narrow, each
+// would cost a kick (a goroutine hand-off and two deadline changes,
+// about 3 µs on the test machine).
+const wideWaits = 64
+
+// Narrow implements verbs.Kicker: sleep on the multicast socket unless a
+// unicast datagram came within the last wideWaits waits. Only the waiter
+// calls it, before each sleep.
+func (ch *recvChannel) Narrow() bool {
+	c := (*recvCQ)(ch)
+	want := true
+	if c.wide.Load() > 0 {
+		c.wide.Add(-1)
+		want = false
+	}
+	if want != c.narrowMode {
+		c.setMode(want)
+	}
+	return c.narrowMode
+}
+
+// setMode points the channel set and the unicast watch's set at sleeping
+// narrow or wide, made only when the mode changes. Sockets are taken out
+// of a set rather than left in it with no events: every socket event
+// calls every epoll entry on the socket's wait queue, interested or not.
+func (c *recvCQ) setMode(narrow bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	type change struct {
+		epfd, fd int
+		add      bool
+	}
+	changes := [3]change{
+		{c.wideFd, c.q.mcFd, !narrow},
+		{c.wideFd, c.q.uniFd, !narrow},
+		{c.uniEpFd, c.q.uniFd, narrow},
+	}
+	for i, ch := range changes {
+		if err := epollSet(ch.epfd, ch.fd, ch.add); err != nil {
+			for _, undo := range changes[:i] { // back to as we were
+				epollSet(undo.epfd, undo.fd, !undo.add)
+			}
+			return
+		}
+	}
+	c.narrowMode = narrow
+	c.narrow.Store(narrow)
+}
+
+// epollSet adds fd to epfd for EPOLLIN, or takes it out.
+func epollSet(epfd, fd int, add bool) error {
+	if !add {
+		return unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+}
 
 // SetKick implements verbs.Kicker. The first kick set starts the watch on
 // the unicast socket; it runs until the QP is destroyed.
@@ -242,21 +348,9 @@ func (ch *recvChannel) SetKick(kick func()) error {
 	if c.watch != nil {
 		return nil
 	}
-	// The netpoller would watch a socket for EPOLLOUT too, and this
-	// socket is the QP's sender: every send would wake it. An epoll set
-	// with the socket's EPOLLIN alone is what it watches instead.
-	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	fd, err := unix.FcntlInt(uintptr(c.uniEpFd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return os.NewSyscallError("epoll_create1", err)
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.q.uniFd)}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return os.NewSyscallError("fcntl", err)
-	}
-	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, c.q.uniFd, &ev); err != nil {
-		unix.Close(fd)
-		return os.NewSyscallError("epoll_ctl", err)
+		return os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
 	}
 	f := os.NewFile(uintptr(fd), "rdmanet-soft-unicast")
 	rc, err := f.SyscallConn()
@@ -270,15 +364,17 @@ func (ch *recvChannel) SetKick(kick func()) error {
 }
 
 // watchUnicast kicks the waiter whenever the unicast socket has
-// datagrams: checked when the watch starts and on every readiness edge
-// the netpoller reports (an edge that comes while a check runs is kept
-// for the next wait), so none is missed. It returns when the watch's file
-// is closed.
+// datagrams while it sleeps narrow: checked when the watch starts and on
+// every readiness edge the netpoller reports (an edge that comes while a
+// check runs is kept for the next wait), so none is missed. A waiter
+// decides to sleep narrow before its last poll, so a datagram that came
+// earlier is found by that poll. It returns when the watch's file is
+// closed.
 func (c *recvCQ) watchUnicast(rc syscall.RawConn, done chan struct{}) {
 	defer close(done)
 	evs := make([]unix.EpollEvent, 1)
 	rc.Read(func(fd uintptr) bool {
-		if n, _ := epollWait(int(fd), evs); n > 0 {
+		if n, _ := epollWait(int(fd), evs); n > 0 && c.narrow.Load() {
 			c.kickWaiter()
 		}
 		return false // watch until closed
@@ -332,10 +428,10 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	woken := c.woken.Swap(false)
 	single := woken && c.single
 	if woken {
-		// Just woken by the channel: the multicast socket has something.
-		// Read there first.
+		// Just woken by the channel: something is there, most likely
+		// where the last datagram came from. Read there first.
 		drained = [2]bool{false, false}
-		start = 0
+		start = c.last
 	} else {
 		nev, err := epollWait(c.epfd, c.evs[:])
 		if err != nil && err != unix.EINTR {
@@ -388,6 +484,10 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		}
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {
+			c.last = s
+			if s == 1 {
+				c.wide.Store(wideWaits)
+			}
 			if woken && !single {
 				c.single = got == 1 // one datagram per wake: request/response
 			}

@@ -252,70 +252,96 @@ func (k *kicks) waitFor(t *testing.T, want int64, timeout time.Duration) bool {
 	return false
 }
 
-// The receive channel's fd is the multicast socket: readable while a
-// multicast datagram waits, posted receive or not, quiet once Poll read
-// it. What the fd cannot show goes through the kick: a unicast datagram,
-// and receives posted while none were.
+// The receive channel's fd is an epoll set over both sockets, its narrow
+// fd the multicast socket: readable while a datagram waits, posted
+// receive or not, quiet once Poll read it. A waiter that asks Narrow and
+// is told to sleep narrow gets multicast on the narrow fd only, and a
+// kick for unicast; after a unicast datagram it is told to sleep wide
+// for a while, and the channel fd shows both again. Receives posted while
+// none were kick in any mode.
 func TestRecvChannelReadiness(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{})
 	m, _ := a.join("239.201.7.1", false)
 	_, ah := s.join("239.201.7.1", true)
 	ch := a.qp.RecvCQ().Channel()
-	fd := ch.Fd()
+	kk := ch.(verbs.Kicker)
+	fd, nfd := ch.Fd(), kk.NarrowFd()
 	var k kicks
-	require.NoError(t, ch.(verbs.Kicker).SetKick(k.kick))
+	require.NoError(t, kk.SetKick(k.kick))
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	var wcs [4]verbs.WC
+	poll := func(want int) {
+		t.Helper()
+		n, err := a.qp.RecvCQ().Poll(wcs[:])
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+	}
 	assert.False(t, readable(t, fd), "readable before anything was sent")
-	time.Sleep(20 * time.Millisecond)
-	assert.Zero(t, k.n.Load(), "kicked before anything happened")
+	assert.False(t, readable(t, nfd), "narrow fd readable before anything was sent")
 
-	// No receive posted: the datagram waits in the socket.
+	// Before anyone asks Narrow the channel fd shows everything. No
+	// receive posted: the datagram waits in the socket.
 	s.send(ah, m.RemoteQPN, []byte("x"), 0, 0)
 	assert.True(t, waitReadable(t, fd, time.Second), "a multicast datagram waits")
-	var wcs [4]verbs.WC
-	n, err := a.qp.RecvCQ().Poll(wcs[:])
-	require.NoError(t, err)
-	assert.Equal(t, 0, n, "nothing completes without a posted receive")
+	assert.True(t, readable(t, nfd), "the narrow fd shows a multicast datagram")
+	poll(0)
 
 	// Posting receives kicks: the fd's edge came when nothing was posted.
-	a.postRecvs(0, 4)
+	a.postRecvs(0, 8)
 	assert.Equal(t, int64(1), k.n.Load(), "posting receives into an empty queue kicks")
-	a.postRecvs(4, 1)
+	a.postRecvs(8, 1)
 	assert.Equal(t, int64(1), k.n.Load(), "posting into a non-empty queue does not")
 	ev, err := ch.GetEvents()
 	assert.NoError(t, err)
 	assert.Equal(t, 0, ev)
-	n, err = a.qp.RecvCQ().Poll(wcs[:])
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	poll(1)
 	assert.False(t, readable(t, fd), "readable once drained")
+	assert.False(t, readable(t, nfd), "narrow fd readable once drained")
 
+	// Narrow: multicast shows on the narrow fd alone.
+	require.True(t, kk.Narrow(), "narrow before any unicast")
 	s.send(ah, m.RemoteQPN, []byte("y"), 0, 0)
-	assert.True(t, waitReadable(t, fd, time.Second), "not readable after a send")
-	n, _ = a.qp.RecvCQ().Poll(wcs[:])
-	assert.Equal(t, 1, n)
-	assert.False(t, readable(t, fd))
+	assert.True(t, waitReadable(t, nfd, time.Second), "narrow fd quiet after a multicast send")
+	assert.False(t, readable(t, fd), "the channel fd shows multicast while the waiter sleeps narrow")
+	poll(1)
 
-	// Unicast: the fd stays quiet, the kick comes, Poll finds it.
+	// Unicast while narrow: no fd of the waiter's shows it, the kick
+	// comes, Poll finds it, and the next waits are wide.
 	before := k.n.Load()
-	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
 	s.send(uah, a.qp.QPN(), []byte("u"), 0, 0)
 	assert.True(t, k.waitFor(t, before+1, time.Second), "a unicast datagram did not kick")
-	assert.False(t, readable(t, fd), "the multicast socket shows unicast")
-	n, _ = a.qp.RecvCQ().Poll(wcs[:])
-	require.Equal(t, 1, n)
+	assert.False(t, readable(t, nfd), "the multicast socket shows unicast")
+	assert.False(t, readable(t, fd), "the channel fd shows something while the waiter sleeps narrow")
+	poll(1)
 	assert.Equal(t, []byte("u"), a.buf(wcs[0])[verbs.GRHSize:])
+	for i := range 64 {
+		require.False(t, kk.Narrow(), "wait %d after a unicast datagram should be wide", i)
+	}
+	// Wide: the channel fd shows both, and unicast needs no kick.
+	before = k.n.Load()
+	s.send(uah, a.qp.QPN(), []byte("w"), 0, 0)
+	assert.True(t, waitReadable(t, fd, time.Second))
+	poll(1)
+	s.send(ah, m.RemoteQPN, []byte("z"), 0, 0)
+	assert.True(t, waitReadable(t, fd, time.Second), "the channel fd shows multicast while wide")
+	poll(1)
+	time.Sleep(20 * time.Millisecond)
+	assert.Equal(t, before, k.n.Load(), "kicked while sleeping wide")
+	for range 64 {
+		kk.Narrow()
+	}
+	require.True(t, kk.Narrow(), "narrow again 64 waits after the last unicast datagram")
 
 	// Without a kick registered nothing is called, and Poll still finds
 	// the datagram.
-	require.NoError(t, ch.(verbs.Kicker).SetKick(nil))
+	require.NoError(t, kk.SetKick(nil))
 	before = k.n.Load()
 	s.send(uah, a.qp.QPN(), []byte("v"), 0, 0)
 	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, before, k.n.Load(), "kicked after SetKick(nil)")
-	n, _ = a.qp.RecvCQ().Poll(wcs[:])
-	require.Equal(t, 1, n)
+	poll(1)
 }
 
 func TestNoRecvPostedOverflow(t *testing.T) {
