@@ -45,15 +45,18 @@
 //
 // # Receiving
 //
-// The receive CQ's channel fd is the QP's multicast socket, which a
-// waiter's netpoller watches directly (no nested epoll on the wake-up
-// path). What it cannot show goes through the kick the waiter registers
-// (verbs.Kicker): a unicast datagram, which the one goroutine of a QP
-// watches for through an epoll set holding only the unicast socket's
-// EPOLLIN (the socket itself would also wake it on every send), and
-// receives posted into an empty queue. RecvCQ().Poll does the work: one
-// epoll_wait over both sockets says which hold datagrams (skipped right
-// after a wake: the multicast socket has one), then recvmmsg (recvmsg for
+// The receive CQ's channel fd is an epoll set over both sockets, and its
+// narrow fd (verbs.Kicker) the multicast socket alone, which a waiter's
+// netpoller then watches directly (no nested epoll on the wake-up path).
+// A waiter sleeps narrow unless a unicast datagram came within its last
+// 64 waits. While it sleeps narrow, what the narrow fd cannot show goes
+// through the kick the waiter registers (verbs.Kicker): a unicast
+// datagram, which the one goroutine of a QP watches for through an epoll
+// set holding only the unicast socket's EPOLLIN (the socket itself would
+// also wake it on every send), and receives posted into an empty queue.
+// RecvCQ().Poll does the work: one epoll_wait over both sockets (a third
+// set, in no netpoller) says which hold datagrams (skipped right after a
+// wake), then recvmmsg (recvmsg for
 // a single datagram) straight into the posted buffers: a buffer with room
 // for the largest datagram gets it whole (one iovec, headers in the GRH
 // area), a shorter one gets it scattered over scratch. Then validation
