@@ -218,9 +218,11 @@ func (w *Waiter) Wait() (int, error) {
 var kickDeadline = time.Unix(1, 0)
 
 // Kick makes a blocked Wait poll again, or the next Wait poll at once
-// rather than sleep, without changing the deadline callers set. It is for
-// channels whose fd does not show every completion (verbs.Kicker). It
-// may be called from any goroutine, also after Close.
+// rather than sleep, without changing the deadline callers set: it sets
+// a deadline long past on both fds, and the Wait that wakes from it puts
+// the caller's back and polls. It is for completions the narrow fd does
+// not show (SetNarrow, verbs.Kicker). It may be called from any
+// goroutine, also after Close.
 func (w *Waiter) Kick() {
 	w.dmu.Lock()
 	defer w.dmu.Unlock()
@@ -272,8 +274,8 @@ func (w *Waiter) unkick() bool {
 	return true
 }
 
-// SetLevelTriggered says that the channel fd is readable exactly while
-// Poll would find work (a software CQ whose channel is its sockets): then
+// SetLevelTriggered says that the channel fd is readable while Poll may
+// find work (a software CQ whose channel is its sockets): then
 // there is nothing to arm or drain, and Wait polls once before sleeping.
 func (w *Waiter) SetLevelTriggered(on bool) { w.level = on }
 
