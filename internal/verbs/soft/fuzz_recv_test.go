@@ -1,0 +1,241 @@
+package soft_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// recvRig is a software QP on lo with one receive posted at a time, in
+// turn in place (room past GRH + MTU) and scattered (exactly GRH + MTU),
+// each followed by guard bytes, and a plain UDP socket that throws
+// datagrams at the QP's unicast address. One per fuzzing process.
+type recvRig struct {
+	qp      *soft.QP
+	arena   *verbs.Arena
+	mr      verbs.MR
+	fd      int
+	sport   uint16
+	mtu     int
+	posted  bool
+	layout  int // of the posted buffer: 0 in place, 1 scattered
+	next    int
+	wcs     [4]verbs.WC
+	setupOK bool
+	err     error
+}
+
+const (
+	rigSlack = 4 + 3 + 4 // ImmDt, pad, ICRC: what in place needs past GRH + MTU
+	rigGuard = 64
+)
+
+var (
+	rigOnce sync.Once
+	rig     recvRig
+)
+
+func (r *recvRig) setup() error {
+	p, err := verbs.Lookup(verbs.Software)
+	if err != nil {
+		return err
+	}
+	id, err := p.Bind(verbs.BindConfig{})
+	if err != nil {
+		return err
+	}
+	q, err := id.CreateQP(verbs.QPConfig{})
+	if err != nil {
+		return err
+	}
+	r.qp = q.(*soft.QP)
+	r.mtu = id.Local().MTU
+	if r.arena, err = verbs.NewArena(verbs.GRHSize + r.mtu + rigSlack + rigGuard); err != nil {
+		return err
+	}
+	if r.mr, err = q.RegisterMemory(r.arena); err != nil {
+		return err
+	}
+	// DF set on an unconnected socket: IP ID 0, as the ICRC below assumes.
+	if r.fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		return err
+	}
+	if err = unix.SetsockoptInt(r.fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
+		return err
+	}
+	if err = unix.Bind(r.fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return err
+	}
+	sa, err := unix.Getsockname(r.fd)
+	if err != nil {
+		return err
+	}
+	r.sport = uint16(sa.(*unix.SockaddrInet4).Port)
+	return nil
+}
+
+func (r *recvRig) size() int {
+	if r.layout == 0 {
+		return verbs.GRHSize + r.mtu + rigSlack
+	}
+	return verbs.GRHSize + r.mtu
+}
+
+// post posts the buffer in the next layout with poisoned guard bytes.
+func (r *recvRig) post(t *testing.T) {
+	r.layout = r.next % 2
+	r.next++
+	region := r.arena.Slice(0, uint32(verbs.GRHSize+r.mtu+rigSlack+rigGuard))
+	for i := range region {
+		region[i] = 0xA5
+	}
+	_, err := r.qp.PostRecv([]verbs.RecvWR{{WRID: 1, SGE: verbs.SGE{Length: uint32(r.size()), LKey: r.mr.LKey()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.posted = true
+}
+
+// guardIntact reports whether nothing past the posted buffer was written.
+func (r *recvRig) guardIntact() bool {
+	region := r.arena.Slice(0, uint32(verbs.GRHSize+r.mtu+rigSlack+rigGuard))
+	for _, b := range region[r.size():] {
+		if b != 0xA5 {
+			return false
+		}
+	}
+	return true
+}
+
+func dropTotal(d soft.Drops) uint64 {
+	return d.Truncated + d.BadTVer + d.BadOpcode + d.BadPKey + d.BadQKey + d.BadICRC +
+		d.BadPad + d.NotForUs + d.TooLong + d.Self + d.Overflow
+}
+
+// FuzzReceive throws each input at a software QP's unicast socket as a
+// UDP datagram and polls the QP, so the whole receive path runs on real
+// sockets: recvmsg into a posted buffer in place or scattered, header
+// checks, the ICRC solved for the IP ID, the GRH written. flags bit 0
+// seals a correct ICRC, bit 1 aims the datagram at the QP (destination
+// QPN and Q_Key), so that inputs also get accepted. Every datagram must
+// end as exactly one completion or one counted drop; an accepted one must
+// carry what Decode finds in it, and nothing may be written past the
+// posted buffer.
+func FuzzReceive(f *testing.F) {
+	for i, plen := range []int{0, 1, 29, 1024, 4096, 4097} {
+		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(i), QKey: 1, SrcQPN: 42}
+		if i%2 == 1 {
+			h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 0xC0FFEE
+		}
+		h.PadCnt = uint8(soft.PadFor(plen))
+		d := make([]byte, h.Len()+plen+int(h.PadCnt)+soft.ICRCSize)
+		n := h.Encode(d)
+		for j := range plen {
+			d[n+j] = byte(j)
+		}
+		f.Add(byte(3), d)
+		f.Add(byte(1), d)
+	}
+	f.Add(byte(0), []byte{})
+	f.Add(byte(3), []byte{0x64, 0, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, flags byte, in []byte) {
+		rigOnce.Do(func() { rig.err = rig.setup() })
+		if rig.err != nil {
+			t.Fatalf("rig: %v", rig.err)
+		}
+		r := &rig
+		d := append([]byte(nil), in[:min(len(in), r.mtu+64)]...)
+		uni := r.qp.UnicastIP()
+		if flags&2 != 0 && len(d) >= 20 {
+			d[5], d[6], d[7] = byte(r.qp.QPN()>>16), byte(r.qp.QPN()>>8), byte(r.qp.QPN())
+			binary.BigEndian.PutUint32(d[12:], r.qp.QKey())
+		}
+		if flags&1 != 0 && len(d) >= 16 {
+			pkt := make([]byte, 28+len(d))
+			pkt[0], pkt[9] = 0x45, 17
+			binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+			pkt[6] = 0x40 // DF, ID 0
+			copy(pkt[12:], []byte{127, 0, 0, 1})
+			copy(pkt[16:], uni[:])
+			binary.BigEndian.PutUint16(pkt[20:], r.sport)
+			binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+			binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
+			copy(pkt[28:], d)
+			crc, err := soft.ICRC(pkt)
+			if err == nil {
+				binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
+			}
+		}
+		if !r.posted {
+			r.post(t)
+		}
+		before := dropTotal(r.qp.Drops())
+		if err := unix.Sendto(r.fd, d, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: uni}); err != nil {
+			t.Fatalf("sendto: %v", err)
+		}
+		var n int
+		var dropped uint64
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+			var err error
+			n, err = r.qp.RecvCQ().Poll(r.wcs[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropped = dropTotal(r.qp.Drops()) - before
+			if n > 0 || dropped > 0 {
+				break
+			}
+		}
+		if n+int(dropped) != 1 {
+			t.Fatalf("%d completions and %d drops for one datagram of %d bytes (layout %d)", n, dropped, len(d), r.layout)
+		}
+		if !r.guardIntact() {
+			t.Fatalf("bytes past the posted buffer written (layout %d, %d-byte datagram)", r.layout, len(d))
+		}
+		var h soft.Header
+		payload, why := soft.Decode(d, &h)
+		if n == 0 {
+			// Dropped: the buffer stays posted. A datagram sealed and aimed
+			// at the QP, whose headers Decode takes and whose payload fits,
+			// must not be.
+			if flags&3 == 3 && why == soft.Accepted && len(payload) <= r.mtu {
+				t.Fatalf("a good datagram (%d-byte payload, layout %d) was dropped: %+v", len(payload), r.layout, r.qp.Drops())
+			}
+			return
+		}
+		r.posted = false
+		wc := r.wcs[0]
+		if why != soft.Accepted {
+			t.Fatalf("the QP accepted what Decode drops (%v)", why)
+		}
+		buf := r.arena.Slice(0, wc.ByteLen)
+		if wc.Status != verbs.WCSuccess || int(wc.ByteLen) != verbs.GRHSize+len(payload) {
+			t.Fatalf("completion %+v for a %d-byte payload", wc, len(payload))
+		}
+		if got := buf[verbs.GRHSize:]; string(got) != string(payload) {
+			t.Fatalf("payload differs (layout %d): %s", r.layout, firstDiff(got, payload))
+		}
+		if h.HasImm() != (wc.Flags&verbs.WCWithImm != 0) || (h.HasImm() && wc.Imm != h.Imm) {
+			t.Fatalf("immediate: completion %+v, header %+v", wc, h)
+		}
+		if got := [4]byte(buf[32:36]); got != [4]byte{127, 0, 0, 1} {
+			t.Fatalf("GRH source %v", got)
+		}
+	})
+}
+
+func firstDiff(a, b []byte) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("byte %d: %#x, want %#x", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
+}
