@@ -236,9 +236,9 @@ type Channel interface {
 	AckEvents(n int)
 }
 
-// LevelTriggered is implemented by channels whose fd is readable while
+// LevelTriggered is implemented by channels whose fds are readable while
 // the CQ's Poll may return work (the software provider's receive CQ,
-// whose channel is its multicast socket), and that need no arming and no
+// whose fds show its sockets' datagrams), and that need no arming and no
 // draining: a waiter polls once before it sleeps, and once on each wake.
 type LevelTriggered interface {
 	LevelTriggered() bool
