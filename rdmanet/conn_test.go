@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -448,6 +449,62 @@ func TestUnicastWakesBlockedReader(t *testing.T) {
 	_, _, err = client.ReadFrom(make([]byte, 64))
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "timed out before the deadline")
+}
+
+// Multicast and unicast datagrams in an irregular mix, with pauses that
+// let the reader fall asleep between them: on the software backend the
+// reader keeps switching between sleeping narrow (kicked for unicast) and
+// wide, and not one datagram may be left waiting for a wake-up that
+// never comes. (Unicast and multicast come through different sockets, so
+// their order between them is not kept, as UD does not promise it.)
+func TestMixedUnicastMulticastWakeups(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	const n = 600
+	rng := rand.New(rand.NewPCG(1, 2))
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		seen := make(map[string]bool, n)
+		for i := range n {
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			k, _, err := rx.ReadFromAddr(buf)
+			if err != nil {
+				done <- fmt.Errorf("after %d messages: %w", i, err)
+				return
+			}
+			if seen[string(buf[:k])] {
+				done <- fmt.Errorf("%q twice", buf[:k])
+				return
+			}
+			seen[string(buf[:k])] = true
+		}
+		for i := range n {
+			if !seen[fmt.Sprint(i)] {
+				done <- fmt.Errorf("message %d missing", i)
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := range n {
+		var to net.Addr = g
+		if rng.IntN(3) == 0 {
+			to = rx.LocalAddr()
+		}
+		if _, err := tx.WriteTo([]byte(fmt.Sprint(i)), to); err != nil {
+			t.Fatal(err)
+		}
+		switch rng.IntN(8) {
+		case 0:
+			time.Sleep(2 * time.Millisecond) // the reader sleeps
+		case 1:
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	require.NoError(t, <-done)
 }
 
 func TestGroupAddrAndBatches(t *testing.T) {
