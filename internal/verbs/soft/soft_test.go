@@ -110,14 +110,7 @@ func TestUnicastAndGRH(t *testing.T) {
 	assert.NotZero(t, ip[8], "TTL")
 	assert.Equal(t, a.id.Local().IP.To4(), net.IP(ip[12:16]))
 	assert.Equal(t, wantIP, net.IP(ip[16:20]))
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xFFFF {
-		sum = sum&0xFFFF + sum>>16
-	}
-	assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+	assertIPv4Checksum(t, ip)
 
 	assert.Empty(t, c.recv(1, 50*time.Millisecond), "unicast reached another QP")
 
@@ -209,6 +202,20 @@ func TestSendCQFullAndChannel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.False(t, readable(t, ch.Fd()))
+}
+
+// assertIPv4Checksum asserts that the 20-byte IPv4 header ip sums to
+// 0xFFFF in ones' complement, its checksum included.
+func assertIPv4Checksum(t *testing.T, ip []byte) {
+	t.Helper()
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xFFFF {
+		sum = sum&0xFFFF + sum>>16
+	}
+	assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
 }
 
 // readable epolls fd once, without waiting.
@@ -441,14 +448,7 @@ func TestReceiveLayouts(t *testing.T) {
 				assert.Equal(t, uint16(20+8+hdrs+tc.n+(-tc.n&3)+4), binary.BigEndian.Uint16(ip[2:]), "IP total length")
 				assert.Equal(t, a.id.Local().IP.To4(), net.IP(ip[12:16]))
 				assert.Equal(t, b.id.Local().IP.To4(), net.IP(ip[16:20]))
-				var sum uint32
-				for i := 0; i < 20; i += 2 {
-					sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-				}
-				for sum > 0xFFFF {
-					sum = sum&0xFFFF + sum>>16
-				}
-				assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+				assertIPv4Checksum(t, ip)
 				for i := layout.size; i < len(region); i++ {
 					require.Equal(t, byte(0xA5), region[i], "byte %d past the posted buffer written", i)
 				}
@@ -479,13 +479,6 @@ func TestGRHAddressesOnly(t *testing.T) {
 		} else {
 			assert.Equal(t, byte(64), ip[8], "TTL of a unicast send on lo")
 		}
-		var sum uint32
-		for i := 0; i < 20; i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-		}
-		for sum > 0xFFFF {
-			sum = sum&0xFFFF + sum>>16
-		}
-		assert.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+		assertIPv4Checksum(t, ip)
 	}
 }
