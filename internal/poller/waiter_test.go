@@ -366,25 +366,11 @@ func waitAsync(w *Waiter) <-chan waitResult {
 func TestKickWakesBlockedWait(t *testing.T) {
 	s, w := newSilentWaiter(t)
 	res := waitAsync(w)
-	select {
-	case r := <-res:
-		t.Fatalf("Wait returned %+v before anything happened", r)
-	case <-time.After(50 * time.Millisecond):
-	}
+	expectBlocked(t, res, 50*time.Millisecond, "before anything happened")
 	s.pending.Add(2) // the fd does not show it
-	select {
-	case r := <-res:
-		t.Fatalf("Wait returned %+v without a kick", r)
-	case <-time.After(50 * time.Millisecond):
-	}
+	expectBlocked(t, res, 50*time.Millisecond, "without a kick")
 	w.Kick()
-	select {
-	case r := <-res:
-		require.NoError(t, r.err)
-		require.Equal(t, 2, r.n)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Kick did not wake Wait")
-	}
+	expectWoken(t, res, 2, "Kick did not wake Wait")
 }
 
 // A kick that finds nothing leaves the caller's deadline as it was: the
@@ -418,13 +404,7 @@ func TestKickBeforeWaitAndDeadlineSetWhileKicked(t *testing.T) {
 	res := waitAsync(w)
 	s.pending.Add(1)
 	w.Kick()
-	select {
-	case r := <-res:
-		require.NoError(t, r.err)
-		require.Equal(t, 1, r.n)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Kick did not wake Wait")
-	}
+	expectWoken(t, res, 1, "Kick did not wake Wait")
 }
 
 // A deadline already past wins over a kick, as it does over data.
