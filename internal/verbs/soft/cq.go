@@ -147,9 +147,8 @@ type recvCQ struct {
 	// twice). uniEpFd is what the unicast watch sleeps on: the unicast
 	// socket's EPOLLIN while the waiter sleeps narrow (the netpoller
 	// would watch the socket itself for EPOLLOUT too, and it is the QP's
-	// sender). narrowMode is the mode they are set for (the reader's).
+	// sender). narrow (below) says which mode they are set for.
 	wideFd, uniEpFd int
-	narrowMode      bool
 	// The kick (verbs.Kicker), and the watch on the unicast socket that
 	// calls it: a dup of the socket in the netpoller, and the goroutine's
 	// end.
@@ -157,8 +156,9 @@ type recvCQ struct {
 	watch     *os.File
 	watchDone chan struct{}
 	// narrow: the waiter sleeps on the multicast socket (kick it for
-	// unicast); wide: waits left that sleep on the epoll set, set by a
-	// unicast datagram.
+	// unicast), and the sets are arranged for that (setMode changes it);
+	// wide: waits left that sleep on the epoll set, set by a unicast
+	// datagram.
 	narrow atomic.Bool
 	wide   atomic.Int32
 	woken  atomic.Bool // the channel just woke a waiter (WakeHinter)
@@ -285,10 +285,10 @@ func (ch *recvChannel) Narrow() bool {
 		c.wide.Add(-1)
 		want = false
 	}
-	if want != c.narrowMode {
+	if want != c.narrow.Load() {
 		c.setMode(want)
 	}
-	return c.narrowMode
+	return c.narrow.Load()
 }
 
 // setMode points the channel set and the unicast watch's set at sleeping
@@ -318,7 +318,6 @@ func (c *recvCQ) setMode(narrow bool) {
 			return
 		}
 	}
-	c.narrowMode = narrow
 	c.narrow.Store(narrow)
 }
 

@@ -18,18 +18,17 @@ import (
 // each followed by guard bytes, and a plain UDP socket that throws
 // datagrams at the QP's unicast address. One per fuzzing process.
 type recvRig struct {
-	qp      *soft.QP
-	arena   *verbs.Arena
-	mr      verbs.MR
-	fd      int
-	sport   uint16
-	mtu     int
-	posted  bool
-	layout  int // of the posted buffer: 0 in place, 1 scattered
-	next    int
-	wcs     [4]verbs.WC
-	setupOK bool
-	err     error
+	qp     *soft.QP
+	arena  *verbs.Arena
+	mr     verbs.MR
+	fd     int
+	sport  uint16
+	mtu    int
+	posted bool
+	layout int // of the posted buffer: 0 in place, 1 scattered
+	next   int
+	wcs    [4]verbs.WC
+	err    error
 }
 
 const (
