@@ -117,9 +117,8 @@ var headTab = func() (t [5][256]uint32) {
 // Not safe for concurrent use: each queue keeps its own.
 type udICRC struct {
 	h     [udHeadLen]byte // this datagram's head, ID and PSN zeroed
-	last  [udHeadLen]byte // the head state was computed over
+	last  [udHeadLen]byte // the head state was computed over (none yet: zero, which no head is, its first 8 bytes being 0xFF)
 	state uint32
-	valid bool
 }
 
 // start returns the CRC state after the head of a UD datagram of udpLen
@@ -132,10 +131,9 @@ func (u *udICRC) start(src, dst [4]byte, id uint16, df bool, sport, dport uint16
 	h[bthMask] = 0xFF
 	p0, p1, p2 := h[psnOff], h[psnOff+1], h[psnOff+2]
 	h[psnOff], h[psnOff+1], h[psnOff+2] = 0, 0, 0
-	if !u.valid || *h != u.last {
+	if *h != u.last {
 		u.last = *h
 		u.state = crc32.Update(0, crc32.IEEETable, h[:])
-		u.valid = true
 	}
 	return u.state ^ headTab[0][id>>8] ^ headTab[1][id&0xFF] ^
 		headTab[2][p0] ^ headTab[3][p1] ^ headTab[4][p2]
