@@ -183,9 +183,21 @@ type recvCQ struct {
 
 	turn   int
 	groups []mcGroup
-	meta   rxMeta
-	hd     Header
-	icrc   udICRC
+	// Bare reads: a QP created with GRHAddressesOnly reads without
+	// control messages (recvfrom for one datagram in place), where the
+	// destination address is known without IP_ORIGDSTADDR. The unicast
+	// socket is bound to the QP's address; the multicast socket's is
+	// known while exactly one group is joined for receiving (sole) and
+	// the socket was read dry since the last join or leave (mcDry), so
+	// no datagram from before the change is still queued.
+	sole    [4]byte
+	soleOK  bool
+	mcDry   bool
+	bare    bool    // the read in progress is bare
+	bareDst [4]byte // and its datagrams' destination address
+	meta    rxMeta
+	hd      Header
+	icrc    udICRC
 }
 
 var _ verbs.CQ = (*recvCQ)(nil)
@@ -470,9 +482,18 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			k = 1
 			c.probe = true
 		}
-		got, err := c.recv(socks[s], k)
+		c.bare, c.bareDst = false, [4]byte{}
+		if c.q.addrOnly {
+			if s == 1 {
+				c.bare, c.bareDst = true, c.q.unicast
+			} else if c.soleOK && c.mcDry {
+				c.bare, c.bareDst = true, c.sole
+			}
+		}
+		got, err := c.recv(socks[s], k, c.bare)
 		if err == unix.EAGAIN {
 			drained[s] = true
+			c.mcDry = c.mcDry || s == 0
 			continue
 		}
 		if err != nil {
@@ -480,6 +501,7 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		}
 		if got < k {
 			drained[s] = true
+			c.mcDry = c.mcDry || s == 0
 		}
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {
@@ -512,8 +534,10 @@ const inPlaceSlack = ImmDtSize + 3 + ICRCSize
 // the datagram scattered over the header scratch, the buffer and the tail
 // scratch. The parts of each slot that never change (scratch iovecs, name
 // and control buffers) were set once by initScratch: only the buffer's
-// iovec and the lengths the kernel overwrites are reset.
-func (c *recvCQ) recv(fd, k int) (int, error) {
+// iovec and the lengths the kernel overwrites are reset. A bare read asks
+// for no control messages, and one datagram in place is read with
+// recvfrom, the kernel's cheapest receive.
+func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	j := c.head
 	for i := range k {
 		if j == len(c.rq) {
@@ -533,8 +557,14 @@ func (c *recvCQ) recv(fd, k int) (int, error) {
 		}
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
 		m.Hdr.SetControllen(ctrlSize)
+		if bare {
+			m.Hdr.SetControllen(0)
+		}
 		m.Hdr.Flags = 0
 		m.Len = 0
+	}
+	if k == 1 && bare && c.msgs[0].Hdr.Iovlen == 1 {
+		return recvfromOne(fd, &c.msgs[0], unix.MSG_DONTWAIT)
 	}
 	if k == 1 {
 		return recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
@@ -624,9 +654,13 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	m := &c.msgs[i]
 	n := int(m.Len)
 	meta := &c.meta
-	parseCmsgs(c.ctrl[i][:m.Hdr.Controllen], meta)
-	if meta.hasOvfl {
-		q.noteSockDrops(sock, meta.ovfl)
+	if c.bare {
+		*meta = rxMeta{dst: c.bareDst}
+	} else {
+		parseCmsgs(c.ctrl[i][:m.Hdr.Controllen], meta)
+		if meta.hasOvfl {
+			q.noteSockDrops(sock, meta.ovfl)
+		}
 	}
 	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		return DropTooLong

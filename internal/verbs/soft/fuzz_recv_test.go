@@ -13,22 +13,30 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
-// recvRig is a software QP on lo with one receive posted at a time, in
-// turn in place (room past GRH + MTU) and scattered (exactly GRH + MTU),
-// each followed by guard bytes, and a plain UDP socket that throws
-// datagrams at the QP's unicast address. One per fuzzing process.
+// recvRig is two software QPs on lo, one reading control messages and
+// one created with GRHAddressesOnly (bare reads), taking the inputs in
+// turn. Each has one receive posted at a time, in turn in place (room
+// past GRH + MTU) and scattered (exactly GRH + MTU), each followed by
+// guard bytes. A plain UDP socket throws datagrams at the QPs' unicast
+// addresses. One per fuzzing process.
 type recvRig struct {
+	qps   [2]rigQP
+	cur   int // the QP taking this input
+	fd    int
+	sport uint16
+	mtu   int
+	wcs   [4]verbs.WC
+	err   error
+}
+
+type rigQP struct {
 	qp     *soft.QP
 	arena  *verbs.Arena
 	mr     verbs.MR
-	fd     int
-	sport  uint16
 	mtu    int
 	posted bool
 	layout int // of the posted buffer: 0 in place, 1 scattered
 	next   int
-	wcs    [4]verbs.WC
-	err    error
 }
 
 const (
@@ -46,21 +54,24 @@ func (r *recvRig) setup() error {
 	if err != nil {
 		return err
 	}
-	id, err := p.Bind(verbs.BindConfig{})
-	if err != nil {
-		return err
-	}
-	q, err := id.CreateQP(verbs.QPConfig{})
-	if err != nil {
-		return err
-	}
-	r.qp = q.(*soft.QP)
-	r.mtu = id.Local().MTU
-	if r.arena, err = verbs.NewArena(verbs.GRHSize + r.mtu + rigSlack + rigGuard); err != nil {
-		return err
-	}
-	if r.mr, err = q.RegisterMemory(r.arena); err != nil {
-		return err
+	for i := range r.qps {
+		id, err := p.Bind(verbs.BindConfig{}) // an ID has one QP
+		if err != nil {
+			return err
+		}
+		r.mtu = id.Local().MTU
+		q, err := id.CreateQP(verbs.QPConfig{GRHAddressesOnly: i == 1})
+		if err != nil {
+			return err
+		}
+		v := &r.qps[i]
+		v.qp, v.mtu = q.(*soft.QP), r.mtu
+		if v.arena, err = verbs.NewArena(verbs.GRHSize + r.mtu + rigSlack + rigGuard); err != nil {
+			return err
+		}
+		if v.mr, err = q.RegisterMemory(v.arena); err != nil {
+			return err
+		}
 	}
 	// DF set on an unconnected socket: IP ID 0, as the ICRC below assumes.
 	if r.fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
@@ -80,7 +91,7 @@ func (r *recvRig) setup() error {
 	return nil
 }
 
-func (r *recvRig) size() int {
+func (r *rigQP) size() int {
 	if r.layout == 0 {
 		return verbs.GRHSize + r.mtu + rigSlack
 	}
@@ -88,7 +99,7 @@ func (r *recvRig) size() int {
 }
 
 // post posts the buffer in the next layout with poisoned guard bytes.
-func (r *recvRig) post(t *testing.T) {
+func (r *rigQP) post(t *testing.T) {
 	r.layout = r.next % 2
 	r.next++
 	region := r.arena.Slice(0, uint32(verbs.GRHSize+r.mtu+rigSlack+rigGuard))
@@ -103,7 +114,7 @@ func (r *recvRig) post(t *testing.T) {
 }
 
 // guardIntact reports whether nothing past the posted buffer was written.
-func (r *recvRig) guardIntact() bool {
+func (r *rigQP) guardIntact() bool {
 	region := r.arena.Slice(0, uint32(verbs.GRHSize+r.mtu+rigSlack+rigGuard))
 	for _, b := range region[r.size():] {
 		if b != 0xA5 {
@@ -149,7 +160,14 @@ func FuzzReceive(f *testing.F) {
 		if rig.err != nil {
 			t.Fatalf("rig: %v", rig.err)
 		}
-		r := &rig
+		q := &rig.qps[rig.cur]
+		rig.cur ^= 1
+		r := struct {
+			*rigQP
+			fd    int
+			sport uint16
+			wcs   []verbs.WC
+		}{q, rig.fd, rig.sport, rig.wcs[:]}
 		d := append([]byte(nil), in[:min(len(in), r.mtu+64)]...)
 		uni := r.qp.UnicastIP()
 		if flags&2 != 0 && len(d) >= 20 {
@@ -183,7 +201,7 @@ func FuzzReceive(f *testing.F) {
 		var dropped uint64
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
 			var err error
-			n, err = r.qp.RecvCQ().Poll(r.wcs[:])
+			n, err = r.qp.RecvCQ().Poll(r.wcs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +211,7 @@ func FuzzReceive(f *testing.F) {
 			}
 		}
 		if n+int(dropped) != 1 {
-			t.Fatalf("%d completions and %d drops for one datagram of %d bytes (layout %d)", n, dropped, len(d), r.layout)
+			t.Fatalf("%d completions and %d drops for one datagram of %d bytes (layout %d, GRHAddressesOnly %v)", n, dropped, len(d), r.layout, q == &rig.qps[1])
 		}
 		if !r.guardIntact() {
 			t.Fatalf("bytes past the posted buffer written (layout %d, %d-byte datagram)", r.layout, len(d))

@@ -40,6 +40,7 @@ type QP struct {
 	ifindex   int
 	ifaddr    [4]byte // the bound netdev's address, for IP_ADD_MEMBERSHIP
 	blockSelf bool
+	addrOnly  bool // GRHAddressesOnly: bare reads where they can be
 
 	qpnFd int // abstract unix socket reserving the QPN in the namespace
 	uniFd int
@@ -178,6 +179,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		ifindex:   r.ifi.Index,
 		ifaddr:    [4]byte(r.ip.To4()),
 		blockSelf: cfg.BlockSelfMulticastLoopback,
+		addrOnly:  cfg.GRHAddressesOnly,
 		qpnFd:     -1,
 		uniFd:     -1,
 		mcFd:      -1,
@@ -196,7 +198,13 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if !cfg.GRHAddressesOnly {
 		rx = append(rx, grhOpts...)
 	}
-	txOpts := append(rx[:len(rx):len(rx)],
+	uniRx := rx
+	if cfg.GRHAddressesOnly {
+		// Every read of the unicast socket is bare: its datagrams are
+		// for the address it is bound to, and SO_MEMINFO counts drops.
+		uniRx = withoutCmsgs(rx)
+	}
+	txOpts := append(uniRx[:len(uniRx):len(uniRx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
@@ -311,6 +319,7 @@ func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
 	} else {
 		c.groups = append(c.groups, mcGroup{addr: grp, sendOnly: sendOnly})
 	}
+	c.membershipChanged()
 	return sendOnly, nil
 }
 
@@ -332,7 +341,39 @@ func (q *QP) leave(grp [4]byte) error {
 		}
 	}
 	c.groups = append(c.groups[:i], c.groups[i+1:]...)
+	c.membershipChanged()
 	return nil
+}
+
+// membershipChanged notes a join or leave: bare reads of the multicast
+// socket wait until it was read dry, so datagrams queued before the change
+// get their destination from IP_ORIGDSTADDR; c.mu is held.
+func (c *recvCQ) membershipChanged() {
+	c.soleOK, c.mcDry = false, false
+	for _, g := range c.groups {
+		if g.sendOnly {
+			continue
+		}
+		if c.soleOK {
+			c.soleOK = false // two or more
+			return
+		}
+		c.sole, c.soleOK = g.addr, true
+	}
+}
+
+// withoutCmsgs is opts without the control messages bare reads do not
+// use.
+func withoutCmsgs(opts []sockopt) []sockopt {
+	var out []sockopt
+	for _, o := range opts {
+		if o.level == unix.IPPROTO_IP && o.name == unix.IP_RECVORIGDSTADDR ||
+			o.level == unix.SOL_SOCKET && o.name == unix.SO_RXQ_OVFL {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // mr is a memory region: an arena and its LKey.

@@ -2,6 +2,7 @@ package soft_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -66,8 +67,17 @@ func (r *rawSender) send(t *testing.T, dg []byte, group [4]byte) {
 	require.NoError(t, unix.Sendto(r.fd, dg, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: group}))
 }
 
+// TestRawBadPacketsDroppedAndCounted runs for a QP that reads control
+// messages and for a GRHAddressesOnly one, whose reads of its one group's
+// socket are bare.
 func TestRawBadPacketsDroppedAndCounted(t *testing.T) {
-	a := newEndpoint(t, verbs.QPConfig{})
+	for _, only := range []bool{false, true} {
+		t.Run(fmt.Sprintf("GRHAddressesOnly=%v", only), func(t *testing.T) { testRawBadPackets(t, only) })
+	}
+}
+
+func testRawBadPackets(t *testing.T, addrOnly bool) {
+	a := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: addrOnly})
 	a.postRecvs(0, 16)
 	a.join("239.201.9.1", false)
 	group := [4]byte{239, 201, 9, 1}
@@ -118,4 +128,90 @@ func TestRawBadPacketsDroppedAndCounted(t *testing.T) {
 	r.send(t, r.datagram(good, []byte("last"), group), group)
 	wcs = a.recv(1, 2*time.Second)
 	require.Len(t, wcs, 1)
+}
+
+// TestBareReadsFollowMembership: a GRHAddressesOnly QP reads its
+// multicast socket without control messages only while one group is
+// joined and nothing from before the last join or leave is queued; else
+// each datagram's destination comes from IP_ORIGDSTADDR. Read bare, a
+// datagram for a group left a moment ago would fail the ICRC (checked
+// against the sole group's address) instead of counting as not for us,
+// and one for a second group would be lost.
+func TestBareReadsFollowMembership(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	r := newRawSender(t)
+	g1, g2, g3 := [4]byte{239, 201, 9, 11}, [4]byte{239, 201, 9, 12}, [4]byte{239, 201, 9, 13}
+	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	send := func(g [4]byte, msg string) { r.send(t, r.datagram(h, []byte(msg), g), g) }
+	ip := func(g [4]byte) string { return net.IP(g[:]).String() }
+	// expect receives want, each with its group as the GRH destination.
+	expect := func(want ...string) {
+		t.Helper()
+		wcs := b.recv(len(want), 2*time.Second)
+		require.Len(t, wcs, len(want))
+		for i, wc := range wcs {
+			buf := b.buf(wc)
+			msg, g := want[i][3:], want[i][:2]
+			assert.Equal(t, msg, string(buf[verbs.GRHSize:]))
+			dst := map[string][4]byte{"g1": g1, "g3": g3}[g]
+			assert.Equal(t, dst[:], buf[36:40], "GRH destination of %q", msg)
+		}
+	}
+
+	m1, _ := b.join(ip(g1), false)
+	m2, _ := b.join(ip(g2), false)
+	send(g2, "queued before the leave") // queued: no receive posted
+	send(g1, "one")
+	require.NoError(t, b.id.Leave(m2.MGID))
+	b.postRecvs(0, 16)
+	expect("g1 one")
+	assert.Equal(t, soft.Drops{NotForUs: 1}, b.qp.Drops(), "the left group's datagram")
+
+	send(g1, "two") // now read bare
+	expect("g1 two")
+
+	m3, _ := b.join(ip(g3), false) // two groups: control messages again
+	send(g3, "three")
+	send(g1, "four")
+	expect("g3 three", "g1 four")
+
+	require.NoError(t, b.id.Leave(m3.MGID))
+	send(g1, "five")
+	expect("g1 five")
+	require.NoError(t, b.id.Leave(m1.MGID))
+	assert.Equal(t, soft.Drops{NotForUs: 1}, b.qp.Drops())
+}
+
+// TestTooLongDatagram: a datagram longer than the posted buffer is dropped
+// as too long, for both receive layouts, read with control messages or
+// bare, and nothing past the buffer is written; the buffer then takes
+// the next datagram.
+func TestTooLongDatagram(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
+		r := newRawSender(t)
+		mtu := b.id.Local().MTU
+		uni := b.qp.UnicastIP()
+		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+		for _, size := range []int{verbs.GRHSize + mtu, verbs.GRHSize + mtu + 4 + 3 + 4} {
+			t.Run(fmt.Sprintf("GRHAddressesOnly=%v/%d", only, size), func(t *testing.T) {
+				region := b.arena.Slice(0, uint32(size+64))
+				for i := range region {
+					region[i] = 0xA5
+				}
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: uint32(size), LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				before := b.qp.Drops().TooLong
+				r.send(t, r.datagram(h, make([]byte, mtu+40), uni), uni)
+				r.send(t, r.datagram(h, []byte("fits"), uni), uni)
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1)
+				assert.Equal(t, "fits", string(b.buf(wcs[0])[verbs.GRHSize:]))
+				assert.Equal(t, before+1, b.qp.Drops().TooLong)
+				for i := size; i < len(region); i++ {
+					require.Equal(t, byte(0xA5), region[i], "byte %d past the posted buffer written", i)
+				}
+			})
+		}
+	}
 }

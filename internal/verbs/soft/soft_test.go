@@ -394,8 +394,16 @@ func TestNoRecvPostedOverflow(t *testing.T) {
 // payload, ImmDt and GRH must come out the same, and nothing past the
 // posted length may be written.
 func TestReceiveLayouts(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		t.Run(fmt.Sprintf("GRHAddressesOnly=%v", only), func(t *testing.T) { testReceiveLayouts(t, only) })
+	}
+}
+
+// testReceiveLayouts: with GRHAddressesOnly, the reads are bare (no
+// control messages; recvfrom for one datagram in place).
+func testReceiveLayouts(t *testing.T, addrOnly bool) {
 	a := newEndpoint(t, verbs.QPConfig{})
-	b := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: addrOnly})
 	mtu := b.id.Local().MTU
 	require.Equal(t, 4096, mtu, "lo's RoCE MTU")
 	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})

@@ -46,6 +46,33 @@ func recvmsgOne(fd int, msgs []mmsghdr, flags int) (int, error) {
 	}
 }
 
+// recvfromOne reads one datagram into the single iovec of m with
+// recvfrom, filling m's name and length as recvmsg would (no control
+// messages). MSG_TRUNC makes the kernel return the datagram's full length,
+// so a datagram longer than the buffer is reported truncated, as recvmsg
+// reports it.
+func recvfromOne(fd int, m *mmsghdr, flags int) (int, error) {
+	iov := m.Hdr.Iov
+	for {
+		nl := uint32(unix.SizeofSockaddrInet4)
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(iov.Base)), uintptr(iov.Len),
+			uintptr(flags|unix.MSG_TRUNC), uintptr(unsafe.Pointer(m.Hdr.Name)), uintptr(unsafe.Pointer(&nl)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		m.Hdr.Namelen = nl
+		if uint64(n) > iov.Len {
+			n = uintptr(iov.Len)
+			m.Hdr.Flags |= unix.MSG_TRUNC
+		}
+		m.Len = uint32(n)
+		return 1, nil
+	}
+}
+
 // epollWait polls an epoll set without blocking (timeout 0).
 func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
