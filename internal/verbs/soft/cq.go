@@ -194,6 +194,7 @@ type recvCQ struct {
 	soleOK  bool
 	mcDry   bool
 	bare    bool    // the read in progress is bare
+	nBare   uint64  // bare reads made (tests)
 	bareDst [4]byte // and its datagrams' destination address
 	meta    rxMeta
 	hd      Header
@@ -463,6 +464,8 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 				}
 			}
 		}
+		// An empty multicast socket is dry too.
+		c.mcDry = c.mcDry || drained[0]
 	}
 	n := 0
 	// Read until a completion is found or both sockets are dry: a reader
@@ -489,6 +492,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			} else if c.soleOK && c.mcDry {
 				c.bare, c.bareDst = true, c.sole
 			}
+		}
+		if c.bare {
+			c.nBare++
 		}
 		got, err := c.recv(socks[s], k, c.bare)
 		if err == unix.EAGAIN {

@@ -20,3 +20,11 @@ func RefuseGSO(errno unix.Errno) (refused *atomic.Int32, restore func()) {
 	}
 	return refused, func() { sendRuns = sendmmsg }
 }
+
+// BareReads is how many bare reads (no control messages) q's receive CQ
+// made.
+func BareReads(q *QP) uint64 {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.nBare
+}

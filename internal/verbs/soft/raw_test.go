@@ -215,3 +215,34 @@ func TestTooLongDatagram(t *testing.T) {
 		}
 	}
 }
+
+// TestBareReadsInSteadyState: request/response traffic to a
+// GRHAddressesOnly QP with one group is read bare from the second
+// datagram on, whether Poll follows a wake (one-slot reads) or checks
+// readiness first; a QP without the option never reads bare.
+func TestBareReadsInSteadyState(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	for _, only := range []bool{false, true} {
+		b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
+		b.postRecvs(0, 8)
+		m, _ := b.join("239.201.9.21", false)
+		am, ah := a.join("239.201.9.21", true)
+		require.Equal(t, m.MGID, am.MGID)
+		const rounds = 20
+		for i := range rounds {
+			a.send(ah, am.RemoteQPN, []byte{byte(i)}, 0, 0)
+			if i%2 == 0 {
+				b.qp.RecvCQ().Channel().(verbs.WakeHinter).Woken()
+			}
+			wcs := b.recv(1, 2*time.Second)
+			require.Len(t, wcs, 1)
+			require.Equal(t, []byte{byte(i)}, b.buf(wcs[0])[verbs.GRHSize:])
+			b.postRecvs(int(wcs[0].WRID), 1)
+		}
+		if only {
+			assert.GreaterOrEqual(t, soft.BareReads(b.qp), uint64(rounds-1))
+		} else {
+			assert.Zero(t, soft.BareReads(b.qp))
+		}
+	}
+}
