@@ -20,6 +20,7 @@ import (
 type rawSender struct {
 	fd    int
 	sport uint16
+	noDF  bool // datagrams sealed for DF clear (the socket's DF is on anyway)
 }
 
 func newRawSender(t *testing.T) *rawSender {
@@ -48,6 +49,9 @@ func (r *rawSender) datagram(h soft.Header, payload []byte, group [4]byte) []byt
 	pkt[0] = 0x45
 	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
 	pkt[6] = 0x40
+	if r.noDF {
+		pkt[6] = 0
+	}
 	pkt[9] = 17
 	copy(pkt[12:], []byte{127, 0, 0, 1})
 	copy(pkt[16:], group[:])
@@ -244,5 +248,31 @@ func TestBareReadsInSteadyState(t *testing.T) {
 		} else {
 			assert.Zero(t, soft.BareReads(b.qp))
 		}
+	}
+}
+
+// TestICRCForDFClear: a datagram whose ICRC was computed for DF clear (a
+// sender that lets routers fragment) is accepted, and its GRH shows DF
+// clear; one computed for DF set shows it set.
+func TestICRCForDFClear(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	b.postRecvs(0, 4)
+	uni := b.qp.UnicastIP()
+	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	for _, noDF := range []bool{true, false} {
+		r := newRawSender(t)
+		r.noDF = noDF
+		r.send(t, r.datagram(h, []byte("df"), uni), uni)
+		wcs := b.recv(1, 2*time.Second)
+		require.Len(t, wcs, 1, "DF clear: %v", noDF)
+		ip := b.buf(wcs[0])[20:verbs.GRHSize]
+		want := uint16(0x4000)
+		if noDF {
+			want = 0
+		}
+		assert.Equal(t, want, binary.BigEndian.Uint16(ip[6:]), "GRH flags and fragment offset, DF clear: %v", noDF)
+		assert.Equal(t, uint16(0), binary.BigEndian.Uint16(ip[4:]), "GRH IP ID")
+		assertIPv4Checksum(t, ip)
+		assert.Zero(t, b.qp.Drops().BadICRC)
 	}
 }
