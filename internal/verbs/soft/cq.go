@@ -195,6 +195,7 @@ type recvCQ struct {
 	mcDry   bool
 	bare    bool    // the read in progress is bare
 	nBare   uint64  // bare reads made (tests)
+	mcBound bool    // the multicast socket is bound (at the first join to receive)
 	bareDst [4]byte // and its datagrams' destination address
 	meta    rxMeta
 	hd      Header

@@ -2,13 +2,16 @@ package soft_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
@@ -259,4 +262,52 @@ func TestAllocs(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "Poll(recv CQ)+PostRecv allocations")
+}
+
+// roceSockets counts the UDP sockets of this network namespace bound to
+// port 4791 (/proc/net/udp lists local addresses as hex IP:port).
+func roceSockets(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/udp")
+	require.NoError(t, err)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", soft.UDPPort)) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMulticastSocketBoundOnlyToReceive: a QP's multicast socket takes
+// port 4791 (where the kernel looks at it for every multicast datagram)
+// only once the QP joins a group to receive; a send-only join leaves it
+// unbound.
+func TestMulticastSocketBoundOnlyToReceive(t *testing.T) {
+	base := roceSockets(t)
+	e := newEndpoint(t, verbs.QPConfig{})
+	assert.Equal(t, base+1, roceSockets(t), "a new QP: its unicast socket")
+	e.join("239.202.7.1", true)
+	assert.Equal(t, base+1, roceSockets(t), "after a send-only join")
+	e.join("239.202.7.2", false)
+	assert.Equal(t, base+2, roceSockets(t), "after a join to receive")
+	e.join("239.202.7.3", false)
+	assert.Equal(t, base+2, roceSockets(t), "a second group shares the socket")
+}
+
+// TestPortTakenSaysWhy: when something holds UDP port 4791 on every
+// address without SO_REUSEADDR, as the kernel's Soft-RoCE does, CreateQP
+// fails and says so.
+func TestPortTakenSaysWhy(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Port: soft.UDPPort}), "port 4791 must be free for this test")
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	_, err = id.CreateQP(verbs.QPConfig{})
+	require.ErrorIs(t, err, unix.EADDRINUSE)
+	assert.ErrorContains(t, err, "Soft-RoCE")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -113,7 +114,9 @@ type sockopt struct {
 	what               string
 }
 
-func udpSocket(bindAddr [4]byte, opts []sockopt) (int, error) {
+// udpSocket makes a UDP socket with opts, bound to bindAddr:4791 when
+// bind is set.
+func udpSocket(bindAddr [4]byte, bind bool, opts []sockopt) (int, error) {
 	// O_NONBLOCK: every read and send is non-blocking anyway, and a
 	// blocking UDP socket's poll (the channel's epoll asks it on every
 	// wait) walks the receive queue to check the first datagram's length
@@ -128,9 +131,12 @@ func udpSocket(bindAddr [4]byte, opts []sockopt) (int, error) {
 			return -1, fmt.Errorf("setsockopt %s: %w", o.what, err)
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: bindAddr}); err != nil {
+	if !bind {
+		return fd, nil
+	}
+	if err := bindRoCE(fd, bindAddr); err != nil {
 		unix.Close(fd)
-		return -1, os.NewSyscallError("bind", err)
+		return -1, err
 	}
 	return fd, nil
 }
@@ -229,8 +235,8 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if r.loopbak {
 		q.unicast = qpnAddr(q.qpn)
 	}
-	if q.uniFd, err = udpSocket(q.unicast, txOpts); err != nil {
-		return nil, fmt.Errorf("unicast socket %v:%d: %w", q.unicast, UDPPort, err)
+	if q.uniFd, err = udpSocket(q.unicast, true, txOpts); err != nil {
+		return nil, fmt.Errorf("unicast socket: %w", err)
 	}
 	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
 	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
@@ -238,11 +244,11 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	}
 	mcOpts := append(rx[:len(rx):len(rx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
-	if q.mcFd, err = udpSocket([4]byte{}, mcOpts); err != nil {
-		if errors.Is(err, unix.EADDRINUSE) {
-			return nil, fmt.Errorf("multicast socket 0.0.0.0:%d: %w (the kernel's Soft-RoCE binds it in this network namespace: use the rdma-core backend here, or the software backend in another namespace)", UDPPort, err)
-		}
-		return nil, fmt.Errorf("multicast socket 0.0.0.0:%d: %w", UDPPort, err)
+	// The multicast socket is bound at the first join to receive: until
+	// then (and for good on a send-only QP) it sits in no port table, so
+	// the kernel does not look at it for every datagram to port 4791.
+	if q.mcFd, err = udpSocket([4]byte{}, false, mcOpts); err != nil {
+		return nil, fmt.Errorf("multicast socket: %w", err)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
 		return nil, err
@@ -308,6 +314,12 @@ func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
 	if i >= 0 && (sendOnly || !c.groups[i].sendOnly) {
 		return c.groups[i].sendOnly, nil
 	}
+	if !sendOnly && !c.mcBound {
+		if err := bindRoCE(q.mcFd, [4]byte{}); err != nil {
+			return false, fmt.Errorf("multicast socket: %w", err)
+		}
+		c.mcBound = true
+	}
 	if !sendOnly {
 		mreq := &unix.IPMreqn{Multiaddr: grp, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
 		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); err != nil {
@@ -343,6 +355,20 @@ func (q *QP) leave(grp [4]byte) error {
 	c.groups = append(c.groups[:i], c.groups[i+1:]...)
 	c.membershipChanged()
 	return nil
+}
+
+// bindRoCE binds fd to addr:4791. EADDRINUSE there mostly means the
+// kernel's Soft-RoCE, whose socket holds the port in the namespace.
+func bindRoCE(fd int, addr [4]byte) error {
+	err := unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: addr})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EADDRINUSE):
+		return fmt.Errorf("bind %v:%d: %w (the kernel's Soft-RoCE binds it in this network namespace: use the rdma-core backend here, or the software backend in another namespace)",
+			net.IP(addr[:]), UDPPort, err)
+	}
+	return fmt.Errorf("bind %v:%d: %w", net.IP(addr[:]), UDPPort, err)
 }
 
 // membershipChanged notes a join or leave: bare reads of the multicast
