@@ -161,10 +161,14 @@ type recvCQ struct {
 	// datagram.
 	narrow atomic.Bool
 	wide   atomic.Int32
-	woken  atomic.Bool // the channel just woke a waiter (WakeHinter)
-	last   int         // the socket the last datagram came from
-	single bool        // wakes bring one datagram: read one slot
-	probe  bool        // a one-slot read happened: check for more
+	// uniPending: the unicast socket may hold datagrams that Poll,
+	// reading narrow, must look for (the watch saw some, or the mode
+	// just became narrow).
+	uniPending atomic.Bool
+	woken      atomic.Bool // the channel just woke a waiter (WakeHinter)
+	last       int         // the socket the last datagram came from
+	single     bool        // wakes bring one datagram: read one slot
+	probe      bool        // a one-slot read happened: check for more
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -332,6 +336,11 @@ func (c *recvCQ) setMode(narrow bool) {
 			return
 		}
 	}
+	if narrow {
+		// What came while the waiter slept wide is read by Poll
+		// before the next narrow sleep.
+		c.uniPending.Store(true)
+	}
 	c.narrow.Store(narrow)
 }
 
@@ -388,6 +397,7 @@ func (c *recvCQ) watchUnicast(rc syscall.RawConn, done chan struct{}) {
 	evs := make([]unix.EpollEvent, 1)
 	rc.Read(func(fd uintptr) bool {
 		if n, _ := epollWait(int(fd), evs); n > 0 && c.narrow.Load() {
+			c.uniPending.Store(true)
 			c.kickWaiter()
 		}
 		return false // watch until closed
@@ -432,20 +442,33 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	if c.n == 0 {
 		return 0, nil
 	}
-	// Ask the channel's own epoll set which sockets have datagrams: one
-	// cheap syscall instead of a failed recvmmsg per socket, and only
-	// ready sockets are read.
 	drained := [2]bool{true, true}
 	start := c.turn
 	c.turn ^= 1
 	woken := c.woken.Swap(false)
 	single := woken && c.single
+	probing := false // a read of the multicast socket tells a stream
+	direct := false
 	if woken {
 		// Just woken by the channel: something is there, most likely
 		// where the last datagram came from. Read there first.
 		drained = [2]bool{false, false}
 		start = c.last
+	} else if c.narrow.Load() {
+		// Sleeping narrow: read the multicast socket directly (a
+		// one-slot read that finds nothing costs less than the
+		// epoll_wait), and the unicast socket only when the watch saw
+		// datagrams there or the mode just became narrow: otherwise
+		// its datagrams kick the waiter, which then polls again.
+		direct = true
+		drained = [2]bool{false, !c.uniPending.Swap(false)}
+		start = 0
+		single = c.single
+		probing, c.probe = c.probe, false
 	} else {
+		// Ask the channel's own epoll set which sockets have
+		// datagrams: one syscall for both, and only ready sockets are
+		// read.
 		nev, err := epollWait(c.epfd, c.evs[:])
 		if err != nil && err != unix.EINTR {
 			return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
@@ -516,6 +539,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			if s == 1 {
 				c.wide.Store(wideWaits)
 			}
+			if probing && s == 0 {
+				c.single = false // one was already waiting: a stream
+			}
 			if woken && !single {
 				c.single = got == 1 // one datagram per wake: request/response
 			}
@@ -525,6 +551,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			// socket; the next Poll starts there.
 			break
 		}
+	}
+	if direct && !drained[1] {
+		c.uniPending.Store(true) // not read dry: read it next time
 	}
 	return n, nil
 }
