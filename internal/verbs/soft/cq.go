@@ -323,10 +323,13 @@ func (c *recvCQ) setMode(narrow bool) {
 		epfd, fd int
 		add      bool
 	}
-	changes := [3]change{
+	changes := [5]change{
 		{c.wideFd, c.q.mcFd, !narrow},
 		{c.wideFd, c.q.uniFd, !narrow},
 		{c.uniEpFd, c.q.uniFd, narrow},
+		// Poll reads narrow without the readiness check.
+		{c.epfd, c.q.mcFd, !narrow},
+		{c.epfd, c.q.uniFd, !narrow},
 	}
 	for i, ch := range changes {
 		if err := epollSet(ch.epfd, ch.fd, ch.add); err != nil {

@@ -28,3 +28,6 @@ func BareReads(q *QP) uint64 {
 	defer q.rcq.mu.Unlock()
 	return q.rcq.nBare
 }
+
+// BindError is what a bind to addr:4791 that failed with err returns.
+func BindError(addr [4]byte, err error) error { return bindError(addr, err) }

@@ -360,7 +360,11 @@ func (q *QP) leave(grp [4]byte) error {
 // bindRoCE binds fd to addr:4791. EADDRINUSE there mostly means the
 // kernel's Soft-RoCE, whose socket holds the port in the namespace.
 func bindRoCE(fd int, addr [4]byte) error {
-	err := unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: addr})
+	return bindError(addr, unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: addr}))
+}
+
+// bindError says what a failed bind to addr:4791 means.
+func bindError(addr [4]byte, err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -336,10 +336,18 @@ func TestRecvChannelReadiness(t *testing.T) {
 	poll(1)
 	time.Sleep(20 * time.Millisecond)
 	assert.Equal(t, before, k.n.Load(), "kicked while sleeping wide")
+	// A unicast datagram that came while wide and is still unread when
+	// the waiter turns narrow is read by the next Poll (which, narrow,
+	// looks at the unicast socket only when told to), not left for the
+	// watch's kick.
+	s.send(uah, a.qp.QPN(), []byte("q"), 0, 0)
+	assert.True(t, waitReadable(t, fd, time.Second))
 	for range 64 {
 		kk.Narrow()
 	}
 	require.True(t, kk.Narrow(), "narrow again 64 waits after the last unicast datagram")
+	poll(1)
+	assert.Equal(t, []byte("q"), a.buf(wcs[0])[verbs.GRHSize:])
 
 	// Without a kick registered nothing is called, and Poll still finds
 	// the datagram.
