@@ -194,16 +194,17 @@ type recvCQ struct {
 	// known while exactly one group is joined for receiving (sole) and
 	// the socket was read dry since the last join or leave (mcDry), so
 	// no datagram from before the change is still queued.
-	sole    [4]byte
-	soleOK  bool
-	mcDry   bool
-	bare    bool    // the read in progress is bare
-	nBare   uint64  // bare reads made (tests)
-	mcBound bool    // the multicast socket is bound (at the first join to receive)
-	bareDst [4]byte // and its datagrams' destination address
-	meta    rxMeta
-	hd      Header
-	icrc    udICRC
+	sole       [4]byte
+	soleOK     bool
+	mcDry      bool
+	bare       bool    // the read in progress is bare
+	bareDst    [4]byte // and its datagrams' destination address
+	nBare      uint64  // bare reads made (tests)
+	mcBound    bool    // the multicast socket is bound (at the first join to receive)
+	origDstOff bool    // the multicast socket's IP_RECVORIGDSTADDR is off (mcOrigDst)
+	meta       rxMeta
+	hd         Header
+	icrc       udICRC
 }
 
 var _ verbs.CQ = (*recvCQ)(nil)
@@ -518,6 +519,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 				c.bare, c.bareDst = true, c.q.unicast
 			} else if c.soleOK && c.mcDry {
 				c.bare, c.bareDst = true, c.sole
+			}
+			if s == 0 {
+				c.mcOrigDst(!c.bare)
 			}
 		}
 		if c.bare {

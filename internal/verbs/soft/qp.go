@@ -383,6 +383,24 @@ func bindError(addr [4]byte, err error) error {
 	return fmt.Errorf("bind %v:%d: %w", net.IP(addr[:]), UDPPort, err)
 }
 
+// mcOrigDst turns IP_RECVORIGDSTADDR on the multicast socket of a
+// GRHAddressesOnly QP on or off, if it is not already: off while its reads
+// are bare, so the kernel prepares no control message for each datagram,
+// on when the destination is needed. The kernel makes the message at the
+// read, so the change holds for datagrams already queued; c.mu is held.
+func (c *recvCQ) mcOrigDst(on bool) {
+	if c.origDstOff != on {
+		return
+	}
+	v := 0
+	if on {
+		v = 1
+	}
+	if unix.SetsockoptInt(c.q.mcFd, unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, v) == nil {
+		c.origDstOff = !on
+	}
+}
+
 // membershipChanged notes a join or leave: bare reads of the multicast
 // socket wait until it was read dry, so datagrams queued before the change
 // get their destination from IP_ORIGDSTADDR; c.mu is held.
