@@ -250,7 +250,13 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
 		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
 	}
-	mcOpts := append(rx[:len(rx):len(rx)],
+	mcRx := rx
+	if cfg.GRHAddressesOnly {
+		// Drops are read with SO_MEMINFO; IP_RECVORIGDSTADDR is
+		// switched as reads need it (recvCQ.mcOrigDst).
+		mcRx = withoutOpt(rx, unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
+	}
+	mcOpts := append(mcRx[:len(mcRx):len(mcRx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
 	// The multicast socket is bound at the first join to receive: until
 	// then (and for good on a send-only QP) it sits in no port table, so
@@ -421,13 +427,16 @@ func (c *recvCQ) membershipChanged() {
 // withoutCmsgs is opts without the control messages bare reads do not
 // use.
 func withoutCmsgs(opts []sockopt) []sockopt {
+	return withoutOpt(withoutOpt(opts, unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR), unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
+}
+
+// withoutOpt is opts without the option level/name.
+func withoutOpt(opts []sockopt, level, name int) []sockopt {
 	var out []sockopt
 	for _, o := range opts {
-		if o.level == unix.IPPROTO_IP && o.name == unix.IP_RECVORIGDSTADDR ||
-			o.level == unix.SOL_SOCKET && o.name == unix.SO_RXQ_OVFL {
-			continue
+		if o.level != level || o.name != name {
+			out = append(out, o)
 		}
-		out = append(out, o)
 	}
 	return out
 }
