@@ -17,9 +17,10 @@
 //
 // A QP has a QPN drawn at random from [2, 0xFFFFFE] and reserved in the
 // network namespace by an abstract unix socket "rdmanet-sw-qpn-%06x", and
-// two UDP sockets on port 4791: a unicast one bound to the QP's own address
-// (every send leaves from it) and a multicast one bound to 0.0.0.0 with
-// IP_MULTICAST_ALL off, which sees only the QP's own groups. On loopback
+// two UDP sockets: a unicast one bound to the QP's own address, port 4791
+// (every send leaves from it), and a multicast one with IP_MULTICAST_ALL
+// off, which sees only the QP's own groups and binds 0.0.0.0:4791 at the
+// QP's first join to receive (a send-only QP's never does). On loopback
 // the QP's address is 127.q2.q1.q0, the bytes of its QPN, so that every QP
 // on a host has its own; ID.Local reports it once the QP exists, and it is
 // the GRH source peers see. On another netdev the address is the netdev's;
@@ -33,7 +34,10 @@
 // registered arena; a lone datagram is gathered into one buffer and sent
 // with sendto, which costs the kernel less than importing iovecs. The
 // ICRC of a flow's next datagram starts from the remembered CRC state of
-// its headers, with the IP ID and PSN added through tables. Sockets send with DF set (IP_PMTUDISC_DO), so Linux
+// its headers, with the IP ID and PSN added through tables. Where the
+// process may, the unicast socket sets IP_TRANSPARENT, which spares each
+// send the kernel's FIB lookup for the 127.q.q.q source. Sockets send
+// with DF set (IP_PMTUDISC_DO), so Linux
 // puts IP ID 0 in the header, as the ICRC assumes. Consecutive WRs to one
 // destination with one datagram length (the last may be shorter), up to
 // 64 and 64 KiB, form a run that is one sendmmsg message with UDP_SEGMENT
@@ -54,16 +58,25 @@
 // datagram, which the one goroutine of a QP watches for through an epoll
 // set holding only the unicast socket's EPOLLIN (the socket itself would
 // also wake it on every send), and receives posted into an empty queue.
-// RecvCQ().Poll does the work: one epoll_wait over both sockets (a third
-// set, in no netpoller) says which hold datagrams (skipped right after a
-// wake), then recvmmsg (recvmsg for
-// a single datagram) straight into the posted buffers: a buffer with room
-// for the largest datagram gets it whole (one iovec, headers in the GRH
-// area), a shorter one gets it scattered over scratch. Then validation
-// (BTH, P_Key, Q_Key, destination QPN and group, ICRC), a GRH area as rxe
-// fills it for RoCEv2 over IPv4 (bytes 20-39 an IPv4 header, from
-// IP_ORIGDSTADDR and, unless the QP was created with GRHAddressesOnly,
-// IP_TTL and IP_TOS), and one completion per datagram.
+// RecvCQ().Poll does the work, straight into the posted buffers:
+// sleeping narrow it reads the multicast socket directly (recvfrom or
+// recvmsg for one datagram when traffic is request/response, recvmmsg
+// for a stream) and the unicast socket only when the watch saw datagrams
+// there or the mode just turned narrow; sleeping wide it first asks a
+// third epoll set over both sockets (in no netpoller, and holding them
+// only then) which hold datagrams. Right after a wake it reads where the
+// last datagram came from. A buffer with room for the largest datagram
+// gets it whole (one iovec, headers in the GRH area), a shorter one gets
+// it scattered over scratch. Then validation (BTH, P_Key, Q_Key,
+// destination QPN and group, ICRC), a GRH area as rxe fills it for
+// RoCEv2 over IPv4 (bytes 20-39 an IPv4 header), and one completion per
+// datagram. The header's destination comes from IP_ORIGDSTADDR, except
+// for a QP created with GRHAddressesOnly wherever it is known without:
+// on the unicast socket (bound to the QP's address) and on the multicast
+// socket while one group is joined and the socket was read dry since the
+// last join or leave. Those reads are bare, with no control messages,
+// and IP_RECVORIGDSTADDR is switched off meanwhile; other QPs also get
+// IP_TTL and IP_TOS.
 // Datagrams that fail are dropped and counted (QP.Drops); their buffers
 // stay posted. With no receive posted, datagrams wait in the socket buffer
 // and the kernel drops the overflow, counted as Drops.Overflow.
