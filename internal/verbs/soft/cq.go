@@ -466,7 +466,6 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		// its datagrams kick the waiter, which then polls again.
 		direct = true
 		drained = [2]bool{false, !(c.uniPending.Load() && c.uniPending.Swap(false))}
-		start = 0
 		single = c.single
 		probing, c.probe = c.probe, false
 	} else {
