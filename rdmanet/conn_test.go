@@ -248,6 +248,25 @@ func TestLeaveGroupStopsDelivery(t *testing.T) {
 	require.ErrorContains(t, err, "not joined")
 }
 
+// TestWriteToLeftGroupFails: a conn that has just written to a group
+// (the send side remembers its last group) and then leaves it gets "not
+// joined" for the next write there, and writes again once it rejoins.
+func TestWriteToLeftGroupFails(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g)
+	for i := range 3 {
+		_, err := c.WriteTo([]byte("joined"), g)
+		require.NoError(t, err, "write %d", i)
+	}
+	require.NoError(t, c.LeaveGroup(nil, g))
+	_, err := c.WriteTo([]byte("left"), g)
+	require.ErrorContains(t, err, "not joined")
+	require.NoError(t, c.JoinGroup(nil, g))
+	_, err = c.WriteTo([]byte("rejoined"), g)
+	require.NoError(t, err)
+}
+
 func TestSeveralGroupsOnOneConn(t *testing.T) {
 	t.Parallel()
 	g1, g2 := newGroup(), newGroup()

@@ -191,6 +191,7 @@ func (c *Conn) leave(g verbs.Group) error {
 	if m.ip.IsValid() {
 		delete(c.grp.byIP, m.ip)
 	}
+	c.wr.lastGroup = nil // the send side's cached lookup
 	m.ah.Close()
 	return c.id.Leave(m.m.MGID)
 }

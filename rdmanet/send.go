@@ -43,6 +43,11 @@ type sendState struct {
 	src         sendSource
 	deadline    atomic.Int64
 	ahs         map[ipoib.GID]verbs.AH
+	// The group the last WriteTo to a *net.UDPAddr went to: a stream of
+	// sends to one group skips the group table's lock and map. leave
+	// clears it (it holds mu).
+	lastIP    netip.Addr
+	lastGroup *membership
 }
 
 func (c *Conn) initSend() error {
@@ -124,7 +129,16 @@ func (c *Conn) resolve(addr net.Addr) (target, error) {
 		if !ok || !ip.Unmap().IsMulticast() {
 			return target{}, &addrError{addr, "not a multicast group; send unicast to an *rdmanet.Addr"}
 		}
-		return c.groupTarget(addr, c.grp.lookupIP(ip.Unmap()))
+		ip = ip.Unmap()
+		s := &c.wr
+		if s.lastGroup == nil || s.lastIP != ip {
+			if m := c.grp.lookupIP(ip); m != nil {
+				s.lastIP, s.lastGroup = ip, m
+			} else {
+				return c.groupTarget(addr, nil)
+			}
+		}
+		return c.groupTarget(addr, s.lastGroup)
 	case *Addr:
 		if a == nil {
 			return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
