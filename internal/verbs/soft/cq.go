@@ -130,16 +130,18 @@ const (
 // a unicast datagram (a goroutine watches the unicast socket for it) and
 // receives posted while none were (datagrams may be waiting). After a
 // unicast datagram the waiter sleeps wide, on the channel set with both
-// sockets, and the watch rests. Poll does the receive work: it asks a
-// third epoll set, over both sockets and in no netpoller, which sockets
-// hold datagrams (one syscall for both) and reads them with recvmmsg
-// straight into the posted buffers. While no receive is posted the
-// socket buffers hold the datagrams, as a NIC's buffer would.
+// sockets, and the watch rests. Poll does the receive work, straight into
+// the posted buffers: sleeping narrow, it reads the multicast socket
+// directly and the unicast socket when the watch saw datagrams there
+// (uniPending); sleeping wide, it first asks a third epoll set, over both
+// sockets then and in no netpoller, which sockets hold datagrams (one
+// syscall for both). While no receive is posted the socket buffers hold
+// the datagrams, as a NIC's buffer would.
 type recvCQ struct {
 	q      *QP
 	mu     sync.Mutex
 	closed bool
-	epfd   int                // both sockets, EPOLLIN: Poll's readiness check
+	epfd   int                // Poll's readiness check: both sockets, EPOLLIN, while wide
 	evs    [2]unix.EpollEvent // Poll's readiness scratch
 	// wideFd is the channel fd: both sockets while the waiter sleeps
 	// wide, none while it sleeps narrow (the multicast socket wakes it

@@ -29,9 +29,9 @@ const (
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
 // bound to the QP's own address and used for every send, and a multicast
-// one bound to 0.0.0.0 that sees only the QP's groups), a send CQ whose
-// channel is an eventfd and a receive CQ whose channel is an epoll fd over
-// both sockets.
+// one that sees only the QP's groups, bound to 0.0.0.0 at the first join
+// to receive), a send CQ whose channel is an eventfd and a receive CQ
+// whose channel is an epoll fd over both sockets.
 type QP struct {
 	id        *ID
 	qpn       uint32
