@@ -133,15 +133,15 @@ const (
 // sockets, and the watch rests. Poll does the receive work, straight into
 // the posted buffers: sleeping narrow, it reads the multicast socket
 // directly and the unicast socket when the watch saw datagrams there
-// (uniPending); sleeping wide, it first asks a third epoll set, over both
-// sockets then and in no netpoller, which sockets hold datagrams (one
-// syscall for both). While no receive is posted the socket buffers hold
+// (uniPending); sleeping wide, it first asks the channel set itself which
+// sockets hold datagrams (one syscall for both; an epoll_wait on it takes
+// nothing from the netpoller watching it, as its entries are
+// level-triggered). While no receive is posted the socket buffers hold
 // the datagrams, as a NIC's buffer would.
 type recvCQ struct {
 	q      *QP
 	mu     sync.Mutex
 	closed bool
-	epfd   int                // Poll's readiness check: both sockets, EPOLLIN, while wide
 	evs    [2]unix.EpollEvent // Poll's readiness scratch
 	// wideFd is the channel fd: both sockets while the waiter sleeps
 	// wide, none while it sleeps narrow (the multicast socket wakes it
@@ -235,12 +235,9 @@ func (c *recvCQ) init(q *QP, depth int) error {
 	c.q = q
 	both := []int{q.mcFd, q.uniFd}
 	var err error
-	// Poll's readiness check, and the channel fd; both start wide, as a
-	// consumer that never asks Narrow needs. The unicast watch's set
-	// starts empty.
-	if c.epfd, err = newEpoll(both, []uint32{unix.EPOLLIN, unix.EPOLLIN}); err != nil {
-		return err
-	}
+	// The channel fd, also Poll's readiness check while wide; it starts
+	// wide, as a consumer that never asks Narrow needs. The unicast
+	// watch's set starts empty.
 	if c.wideFd, err = newEpoll(both, []uint32{unix.EPOLLIN, unix.EPOLLIN}); err != nil {
 		return err
 	}
@@ -326,13 +323,10 @@ func (c *recvCQ) setMode(narrow bool) {
 		epfd, fd int
 		add      bool
 	}
-	changes := [5]change{
+	changes := [3]change{
 		{c.wideFd, c.q.mcFd, !narrow},
 		{c.wideFd, c.q.uniFd, !narrow},
 		{c.uniEpFd, c.q.uniFd, narrow},
-		// Poll reads narrow without the readiness check.
-		{c.epfd, c.q.mcFd, !narrow},
-		{c.epfd, c.q.uniFd, !narrow},
 	}
 	for i, ch := range changes {
 		if err := epollSet(ch.epfd, ch.fd, ch.add); err != nil {
@@ -471,10 +465,9 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		single = c.single
 		probing, c.probe = c.probe, false
 	} else {
-		// Ask the channel's own epoll set which sockets have
-		// datagrams: one syscall for both, and only ready sockets are
-		// read.
-		nev, err := epollWait(c.epfd, c.evs[:])
+		// Sleeping wide: ask the channel set which sockets have
+		// datagrams, one syscall for both, and read only those.
+		nev, err := epollWait(c.wideFd, c.evs[:])
 		if err != nil && err != unix.EINTR {
 			return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
 		}

@@ -62,9 +62,9 @@
 // sleeping narrow it reads the multicast socket directly (recvfrom or
 // recvmsg for one datagram when traffic is request/response, recvmmsg
 // for a stream) and the unicast socket only when the watch saw datagrams
-// there or the mode just turned narrow; sleeping wide it first asks a
-// third epoll set over both sockets (in no netpoller, and holding them
-// only then) which hold datagrams. Right after a wake it reads where the
+// there or the mode just turned narrow; sleeping wide it first asks the
+// channel's epoll set, which holds both sockets then, which hold
+// datagrams. Right after a wake it reads where the
 // last datagram came from. A buffer with room for the largest datagram
 // gets it whole (one iovec, headers in the GRH area), a shorter one gets
 // it scattered over scratch. Then validation (BTH, P_Key, Q_Key,

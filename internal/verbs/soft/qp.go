@@ -190,7 +190,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		uniFd:     -1,
 		mcFd:      -1,
 	}
-	q.scq.efd, q.rcq.epfd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1, -1
+	q.scq.efd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1
 	built := q // the error returns below set q to nil
 	defer func() {
 		if err != nil {
@@ -280,7 +280,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 // closing the multicast socket.
 func (q *QP) closeFds() error {
 	var first error
-	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.epfd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd, &q.qpnFd} {
+	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd, &q.qpnFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
 				first = err
