@@ -195,7 +195,12 @@ type recvCQ struct {
 	// socket is bound to the QP's address; the multicast socket's is
 	// known while exactly one group is joined for receiving (sole) and
 	// the socket was read dry since the last join or leave (mcDry), so
-	// no datagram from before the change is still queued.
+	// no datagram from before the change is still queued. The one thing
+	// a bare read cannot tell apart is a unicast datagram that strays
+	// onto the multicast socket (bound to 0.0.0.0:4791, it also gets
+	// datagrams for local addresses no QP holds): its ICRC is then
+	// checked as if it were sent to the group, and it is dropped as a
+	// bad ICRC rather than as not for us.
 	sole       [4]byte
 	soleOK     bool
 	mcDry      bool
