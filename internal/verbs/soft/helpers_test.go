@@ -124,6 +124,27 @@ func (e *endpoint) recv(want int, timeout time.Duration) []verbs.WC {
 	return got
 }
 
+// unicastTo sends payload from e to b's QP as a UD unicast datagram and
+// returns b's one completion for it (b has a receive posted).
+func (e *endpoint) unicastTo(b *endpoint, payload []byte) verbs.WC {
+	e.t.Helper()
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(e.t, err)
+	e.send(ah, b.qp.QPN(), payload, 0, 0)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(e.t, wcs, 1)
+	return wcs[0]
+}
+
+// requireGuard checks that nothing past the first size bytes of region,
+// poisoned with 0xA5 before the receive, was written.
+func requireGuard(t *testing.T, region []byte, size int) {
+	t.Helper()
+	for i := size; i < len(region); i++ {
+		require.Equal(t, byte(0xA5), region[i], "byte %d past the posted buffer written", i)
+	}
+}
+
 // buf returns the receive buffer a receive completion used.
 func (e *endpoint) buf(wc verbs.WC) []byte {
 	return e.arena.Slice(uint32(int(wc.WRID)*bufSize), wc.ByteLen)
