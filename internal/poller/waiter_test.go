@@ -256,15 +256,30 @@ func (p *pipeSource) Poll() (int, error) {
 func (p *pipeSource) Arm() error          { panic("a level-triggered source is never armed") }
 func (p *pipeSource) Drain() (int, error) { panic("a level-triggered source is never drained") }
 
-func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
+// newPipe is a non-blocking pipe, closed when the test ends.
+func newPipe(t *testing.T) (r, w int) {
+	t.Helper()
 	var fds [2]int
 	require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
 	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
-	src := &pipeSource{r: fds[0], w: fds[1]}
-	w, err := New(src.r, "pipe", src, 0)
+	return fds[0], fds[1]
+}
+
+// newLevelWaiter is a level-triggered Waiter for src on fd, closed when
+// the test ends.
+func newLevelWaiter(t *testing.T, fd int, name string, src Source) *Waiter {
+	t.Helper()
+	w, err := New(fd, name, src, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
 	w.SetLevelTriggered(true)
+	return w
+}
+
+func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
+	src := &pipeSource{}
+	src.r, src.w = newPipe(t)
+	w := newLevelWaiter(t, src.r, "pipe", src)
 	go func() {
 		time.Sleep(30 * time.Millisecond)
 		unix.Write(src.w, []byte("abc"))
@@ -336,15 +351,9 @@ func (s *silentCQ) Drain() (int, error) { panic("level-triggered") }
 
 func newSilentWaiter(t *testing.T) (*silentCQ, *Waiter) {
 	t.Helper()
-	var fds [2]int
-	require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
-	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
-	s := &silentCQ{r: fds[0], w: fds[1]}
-	w, err := New(s.r, "silent", s, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { w.Close() })
-	w.SetLevelTriggered(true)
-	return s, w
+	s := &silentCQ{}
+	s.r, s.w = newPipe(t)
+	return s, newLevelWaiter(t, s.r, "silent", s)
 }
 
 type waitResult struct {
@@ -452,14 +461,9 @@ func (p *twoPipes) Narrow() bool        { return p.sleepNarrow.Load() }
 func newTwoPipes(t *testing.T) (*twoPipes, *Waiter) {
 	t.Helper()
 	p := &twoPipes{}
-	for _, fds := range []*[2]int{&p.wide, &p.narrow} {
-		require.NoError(t, unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
-		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
-	}
-	w, err := New(p.wide[0], "wide", p, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { w.Close() })
-	w.SetLevelTriggered(true)
+	p.wide[0], p.wide[1] = newPipe(t)
+	p.narrow[0], p.narrow[1] = newPipe(t)
+	w := newLevelWaiter(t, p.wide[0], "wide", p)
 	require.NoError(t, w.SetNarrow(p.narrow[0], p))
 	return p, w
 }

@@ -38,6 +38,30 @@ func newRawSender(t *testing.T) *rawSender {
 	return &rawSender{fd: fd, sport: uint16(sa.(*unix.SockaddrInet4).Port)}
 }
 
+// sealICRC writes into d's last 4 bytes the ICRC of d (BTH through ICRC)
+// sent from 127.0.0.1:sport to dst:4791 in an IPv4 header with ID 0 and
+// DF set or clear.
+func sealICRC(d []byte, dst [4]byte, sport uint16, df bool) error {
+	pkt := make([]byte, 28+len(d))
+	pkt[0], pkt[9] = 0x45, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	if df {
+		pkt[6] = 0x40
+	}
+	copy(pkt[12:], []byte{127, 0, 0, 1})
+	copy(pkt[16:], dst[:])
+	binary.BigEndian.PutUint16(pkt[20:], sport)
+	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
+	copy(pkt[28:], d)
+	crc, err := soft.ICRC(pkt)
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
+	return nil
+}
+
 // datagram builds a UD SEND_ONLY datagram to group with a correct ICRC for
 // an IPv4 header with ID 0 and DF.
 func (r *rawSender) datagram(h soft.Header, payload []byte, group [4]byte) []byte {
@@ -45,25 +69,9 @@ func (r *rawSender) datagram(h soft.Header, payload []byte, group [4]byte) []byt
 	dg := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
 	n := h.Encode(dg)
 	copy(dg[n:], payload)
-	pkt := make([]byte, 28+len(dg))
-	pkt[0] = 0x45
-	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
-	pkt[6] = 0x40
-	if r.noDF {
-		pkt[6] = 0
-	}
-	pkt[9] = 17
-	copy(pkt[12:], []byte{127, 0, 0, 1})
-	copy(pkt[16:], group[:])
-	binary.BigEndian.PutUint16(pkt[20:], r.sport)
-	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
-	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(dg)))
-	copy(pkt[28:], dg)
-	crc, err := soft.ICRC(pkt)
-	if err != nil {
+	if err := sealICRC(dg, group, r.sport, !r.noDF); err != nil {
 		panic(err)
 	}
-	binary.LittleEndian.PutUint32(dg[len(dg)-4:], crc)
 	return dg
 }
 
