@@ -568,6 +568,54 @@ func TestGroupAddrAndBatches(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
+// TestWriteBuffersReusableOnReturn overwrites each buffer as soon as
+// WriteTo or WriteBatch returns: sends inline from the caller's buffer
+// (every size on the software backend, up to MaxInline on rdma-core) and
+// sends copied into the ring (larger ones on rdma-core) must both have
+// taken their bytes by then.
+func TestWriteBuffersReusableOnReturn(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.DisableLoopback = true })
+	sizes := []int{0, 10, 300, tx.MTU()}
+	var want [][]byte
+	buf := make([]byte, tx.MTU())
+	for i, n := range sizes {
+		for j := range buf[:n] {
+			buf[j] = byte(i + j)
+		}
+		want = append(want, bytes.Clone(buf[:n]))
+		_, err := tx.WriteTo(buf[:n], g)
+		require.NoError(t, err)
+		for j := range buf {
+			buf[j] = 0xEE
+		}
+	}
+	ga, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	ms := make([]rdmanet.Message, len(sizes))
+	for i, n := range sizes {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, n), Addr: ga}
+		for j := range ms[i].Buffer {
+			ms[i].Buffer[j] = byte(100 + i + j)
+		}
+		want = append(want, bytes.Clone(ms[i].Buffer))
+	}
+	n, err := tx.WriteBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, len(ms), n)
+	for i := range ms {
+		for j := range ms[i].Buffer {
+			ms[i].Buffer[j] = 0xEE
+		}
+	}
+	for i, w := range want {
+		got, _ := mustRead(t, rx)
+		require.Equal(t, w, got, "datagram %d (%d bytes)", i, len(w))
+	}
+}
+
 func TestBackendReport(t *testing.T) {
 	t.Parallel()
 	c := listen(t, newGroup())

@@ -21,18 +21,15 @@ const (
 // used in order. Sends are signaled selectively (every signalEvery-th), and
 // a signaled completion frees every slot before it: UD sends on one send
 // queue complete in order. Inline sends (payload up to the QP's inline
-// limit) are copied out by the post itself, so they are staged in one of
-// sendBatch scratch slots past the ring, by their place in the batch, not
-// in the ring: a lone WriteTo always writes the same, cache-hot slot
-// instead of the next of depth slots, which on the software backend's
-// 1 MiB ring had gone cold and cost a cache miss per send.
+// limit) are posted from the caller's buffer (SendWR.Inline), which the
+// post reads before it returns: they are copied at most once, by the
+// provider, and take no ring slot's memory (their WR still counts against
+// the send queue's depth).
 type sendState struct {
 	mu          sync.Mutex
 	arena       *verbs.Arena
 	mr          verbs.MR
 	slotSize    uint32
-	inlineBase  uint32 // arena offset of the inline scratch slots
-	inlineSlot  uint32 // their size
 	depth       uint64
 	head, tail  uint64 // next sequence to post; oldest not yet completed
 	signalEvery uint64
@@ -56,10 +53,8 @@ func (c *Conn) initSend() error {
 	s.signalEvery = s.depth / 4
 	s.slotSize = uint32((c.MTU() + 63) &^ 63)
 	s.maxInline = min(c.qp.MaxInline(), c.MTU())
-	s.inlineBase = s.slotSize * uint32(s.depth)
-	s.inlineSlot = uint32((s.maxInline + 63) &^ 63)
 	var err error
-	if s.arena, err = verbs.NewArena(int(s.inlineBase) + sendBatch*int(s.inlineSlot)); err != nil {
+	if s.arena, err = verbs.NewArena(int(s.slotSize) * int(s.depth)); err != nil {
 		return err
 	}
 	if s.mr, err = c.qp.RegisterMemory(s.arena); err != nil {
@@ -190,32 +185,31 @@ func (c *Conn) groupTarget(addr net.Addr, m *membership) (target, error) {
 	return target{ah: m.ah, qpn: m.m.RemoteQPN, qkey: m.m.QKey}, nil
 }
 
-// stage copies b into the next slot and queues its work request; wr.mu is
-// held and a slot is free.
+// stage queues b's work request: inline from b itself, or copied into the
+// next ring slot; wr.mu is held and a slot is free. b must stay unchanged
+// until post.
 func (c *Conn) stage(b []byte, t target) {
 	s := &c.wr
 	seq := s.head
 	s.head++
-	var flags verbs.SendFlags
-	var off uint32
-	if len(b) <= s.maxInline {
-		flags |= verbs.SendInline
-		off = s.inlineBase + uint32(len(s.wrs))*s.inlineSlot
-	} else {
-		off = uint32(seq%s.depth) * s.slotSize
-	}
-	copy(s.arena.Slice(off, uint32(len(b))), b)
-	if seq%s.signalEvery == s.signalEvery-1 {
-		flags |= verbs.SendSignaled
-	}
-	s.wrs = append(s.wrs, verbs.SendWR{
+	wr := verbs.SendWR{
 		WRID:       seq,
-		SGE:        verbs.SGE{Offset: off, Length: uint32(len(b)), LKey: s.mr.LKey()},
+		SGE:        verbs.SGE{Length: uint32(len(b)), LKey: s.mr.LKey()},
 		AH:         t.ah,
 		RemoteQPN:  t.qpn,
 		RemoteQKey: t.qkey,
-		Flags:      flags,
-	})
+	}
+	if len(b) <= s.maxInline {
+		wr.Flags |= verbs.SendInline
+		wr.Inline = b
+	} else {
+		wr.SGE.Offset = uint32(seq%s.depth) * s.slotSize
+		copy(s.arena.Slice(wr.SGE.Offset, wr.SGE.Length), b)
+	}
+	if seq%s.signalEvery == s.signalEvery-1 {
+		wr.Flags |= verbs.SendSignaled
+	}
+	s.wrs = append(s.wrs, wr)
 }
 
 // post posts the staged work requests. On a failure the slots of the
@@ -226,6 +220,7 @@ func (c *Conn) post() (int, error) {
 	if n < len(s.wrs) {
 		s.head -= uint64(len(s.wrs) - n)
 	}
+	clear(s.wrs) // keep no caller's buffer alive
 	s.wrs = s.wrs[:0]
 	atomic.AddUint64(&c.ctr.sent, uint64(n))
 	return n, err

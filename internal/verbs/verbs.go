@@ -361,10 +361,15 @@ const (
 	SendWithImm                         // SEND_WITH_IMM: Imm is sent
 )
 
-// SendWR is a UD send work request.
+// SendWR is a UD send work request. Its payload is SGE's bytes, or for an
+// inline send (SendInline) with Inline set, Inline's: like
+// ibv_wr_set_inline_data, the post reads those bytes before it returns,
+// from memory that need not be registered, so the caller may reuse them
+// at once. Inline must then be at most the QP's MaxInline bytes.
 type SendWR struct {
 	WRID       uint64
 	SGE        SGE
+	Inline     []byte
 	AH         AH
 	RemoteQPN  uint32
 	RemoteQKey uint32

@@ -336,6 +336,49 @@ func TestDeviceUnicastToSelf(t *testing.T) {
 	assert.True(t, errors.Is(err, verbs.ErrClosed), "send on a closed AH: got %v", err)
 }
 
+// TestDeviceInlineFromGoMemory posts a batch of inline sends whose
+// payloads (SendWR.Inline) are Go memory no MR covers, overwrites them
+// when PostSend returns, and receives what was posted. An inline payload
+// over the QP's MaxInline is refused with EINVAL, the ones before it sent.
+func TestDeviceInlineFromGoMemory(t *testing.T) {
+	d := needDevice(t)
+	e := newEndpoint(t, d, verbs.QPConfig{MaxInline: 128})
+	require.GreaterOrEqual(t, e.qp.MaxInline(), 128)
+	e.postRecvs(t, 0, 8)
+	b := e.id.Local()
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.GID, SGIDIndex: uint8(b.GIDIndex), HopLimit: 64, IsGlobal: true})
+	require.NoError(t, err)
+	var want [][]byte
+	var wrs []verbs.SendWR
+	for i, n := range []int{1, 100, 128, 0} {
+		p := bytes.Repeat([]byte{byte('a' + i)}, n)
+		want = append(want, bytes.Clone(p))
+		wrs = append(wrs, verbs.SendWR{WRID: uint64(i), Inline: p, AH: ah, RemoteQPN: e.qp.QPN(),
+			RemoteQKey: e.qp.QKey(), Flags: verbs.SendInline | verbs.SendSignaled,
+			SGE: verbs.SGE{LKey: e.mr.LKey()}})
+	}
+	wrs = append(wrs, verbs.SendWR{WRID: 9, Inline: make([]byte, e.qp.MaxInline()+1), AH: ah,
+		RemoteQPN: e.qp.QPN(), RemoteQKey: e.qp.QKey(), Flags: verbs.SendInline | verbs.SendSignaled})
+	n, err := e.qp.PostSend(wrs)
+	assert.True(t, errors.Is(err, unix.EINVAL), "inline over MaxInline: got %v", err)
+	require.Equal(t, 4, n)
+	for _, w := range wrs {
+		clear(w.Inline)
+	}
+	for i := range want {
+		wc := waitWC(t, e.qp.SendCQ(), 5*time.Second)
+		require.NotNil(t, wc, "send completion %d", i)
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	for i, w := range want {
+		wc := waitWC(t, e.qp.RecvCQ(), 5*time.Second)
+		require.NotNil(t, wc, "receive %d", i)
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+		got := e.arena.Slice(uint32(wc.WRID)*slot+verbs.GRHSize, wc.ByteLen-verbs.GRHSize)
+		assert.Equal(t, w, got, "datagram %d", i)
+	}
+}
+
 func TestDeviceSendOnlyJoin(t *testing.T) {
 	d := needDevice(t)
 	recv := newEndpoint(t, d, verbs.QPConfig{})

@@ -55,6 +55,9 @@ type qp struct {
 
 	sendMu  sync.Mutex
 	sendBuf []C.struct_rn_send_in // Go memory without Go pointers
+	// staged holds a batch's inline payloads (SendWR.Inline), inline
+	// bytes a WR: C memory, so its address may go to C in sendBuf.
+	staged []byte
 }
 
 var _ verbs.QP = (*qp)(nil)
@@ -131,6 +134,9 @@ func (q *qp) create(cfg verbs.QPConfig) error {
 	}
 	q.lb = flags != 0
 	q.inline = int(got.max_inline_data)
+	if q.inline > 0 {
+		q.staged = unsafe.Slice((*byte)(C.malloc(C.size_t(batch*q.inline))), batch*q.inline)
+	}
 	q.ctx = (*C.struct_rn_qpctx)(C.calloc(1, C.sizeof_struct_rn_qpctx))
 	q.ctx.qp = q.d.cm.qp
 	q.qpn = uint32(q.d.cm.qp.qp_num)
@@ -193,6 +199,10 @@ func (q *qp) destroy() error {
 	if q.ctx != nil {
 		C.free(unsafe.Pointer(q.ctx))
 		q.ctx = nil
+	}
+	if q.staged != nil {
+		C.free(unsafe.Pointer(&q.staged[0]))
+		q.staged = nil
 	}
 	return errors.Join(errs...)
 }
@@ -365,8 +375,11 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 }
 
 // PostSend posts UD sends, RN_BATCH per cgo crossing. A payload longer
-// than the path MTU stops the batch there with ErrMessageSize; an inline
-// request longer than MaxInline is sent from the registered buffer.
+// than the path MTU stops the batch there with ErrMessageSize. An inline
+// payload (SendWR.Inline) is copied into C memory of the QP's and posted
+// with IBV_SEND_INLINE, which copies it into the WQE; one longer than
+// MaxInline stops the batch with EINVAL. An inline request by SGE longer
+// than MaxInline is sent from the registered buffer.
 func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	if err := q.check("ibv_post_send"); err != nil {
 		return 0, err
@@ -394,10 +407,18 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 		w := &wrs[i]
 		var bad error
 		a, ok := w.AH.(*ah)
+		inline := len(w.Inline) > 0 && w.Flags&verbs.SendInline != 0
+		n := int(w.SGE.Length)
+		if inline {
+			n = len(w.Inline)
+		}
 		switch {
-		case int(w.SGE.Length) > q.mtu:
+		case n > q.mtu:
 			bad = fmt.Errorf("ibv_post_send: %d-byte payload over the %d-byte path MTU of %s: %w",
-				w.SGE.Length, q.mtu, q.d.local.Device, verbs.ErrMessageSize)
+				n, q.mtu, q.d.local.Device, verbs.ErrMessageSize)
+		case inline && n > q.inline:
+			bad = fmt.Errorf("ibv_post_send: %d-byte inline payload over the QP's max inline %d: %w",
+				n, q.inline, unix.EINVAL)
 		case !ok || a == nil:
 			bad = fmt.Errorf("ibv_post_send: send %d has no rdma-core AH: %w", i, unix.EINVAL)
 		case a.ah == nil:
@@ -409,20 +430,28 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 			}
 			return total, bad
 		}
-		flags := w.Flags
-		if flags&verbs.SendInline != 0 && int(w.SGE.Length) > q.inline {
-			flags &^= verbs.SendInline
-		}
+		flags := C.uint32_t(w.Flags)
 		s := &q.sendBuf[k]
+		s.addr = 0
+		switch {
+		case inline:
+			// Copied here, into C memory, and by the provider into the WQE.
+			dst := q.staged[k*q.inline:]
+			copy(dst, w.Inline)
+			s.addr = C.uint64_t(uintptr(unsafe.Pointer(&dst[0])))
+			flags |= C.RN_SF_STAGED
+		case flags&C.RN_SF_INLINE != 0 && n > q.inline:
+			flags &^= C.RN_SF_INLINE // sent from the registered buffer
+		}
 		s.wr_id = C.uint64_t(w.WRID)
 		s.ah = C.uint64_t(uintptr(unsafe.Pointer(a.ah)))
 		s.off = C.uint32_t(w.SGE.Offset)
-		s.len = C.uint32_t(w.SGE.Length)
+		s.len = C.uint32_t(n)
 		s.lkey = C.uint32_t(w.SGE.LKey)
 		s.remote_qpn = C.uint32_t(w.RemoteQPN)
 		s.remote_qkey = C.uint32_t(w.RemoteQKey)
 		s.imm = C.uint32_t(w.Imm)
-		s.flags = C.uint32_t(flags)
+		s.flags = flags
 		k++
 		if k == batch {
 			if err := flush(); err != nil {

@@ -360,8 +360,9 @@ struct rn_send_in {
 	uint32_t remote_qpn;
 	uint32_t remote_qkey;
 	uint32_t imm;	/* host value; sent in network byte order */
-	uint32_t flags; /* verbs.SendFlags */
+	uint32_t flags; /* verbs.SendFlags, and RN_SF_STAGED */
 	uint32_t _pad;
+	uint64_t addr; /* RN_SF_STAGED: the inline payload's address */
 };
 
 /* Mirrors verbs.WC (checked in Go). */
@@ -386,6 +387,7 @@ enum {
 	RN_SF_INLINE = 2,
 	RN_SF_SOLICITED = 4,
 	RN_SF_WITH_IMM = 8,
+	RN_SF_STAGED = 0x80, /* an inline payload at addr: no MR, lkey unused */
 	RN_WCF_GRH = 1,
 	RN_WCF_WITH_IMM = 2,
 };
@@ -452,9 +454,13 @@ static int rn_post_send(struct rn_qpctx *q, int n, const struct rn_send_in *in, 
 		n = RN_BATCH;
 	for (i = 0; i < n; i++) {
 		const struct rn_send_in *s = &in[i];
-		err = rn_sge(q, s->lkey, s->off, s->len, &sge[i]);
-		if (err)
+		if (s->flags & RN_SF_STAGED) {
+			sge[i].addr = s->addr;
+			sge[i].length = s->len;
+			sge[i].lkey = 0;
+		} else if ((err = rn_sge(q, s->lkey, s->off, s->len, &sge[i])) != 0) {
 			break;
+		}
 		memset(&wr[i], 0, sizeof(wr[i]));
 		wr[i].wr_id = s->wr_id;
 		wr[i].next = &wr[i + 1];

@@ -72,7 +72,8 @@ func (q *QP) QPN() uint32 { return q.qpn }
 // QKey is the QP's Q_Key.
 func (q *QP) QKey() uint32 { return q.qkey }
 
-// MaxInline is 4096: sends copy the payload at post time anyway.
+// MaxInline is 4096: every send is read at post time, so an inline
+// payload (SendWR.Inline) goes straight from the caller's buffer.
 func (q *QP) MaxInline() int { return maxInline }
 
 // LoopbackBlocked reports whether the QP drops its own multicast sends
@@ -669,9 +670,12 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		if a.closed.Load() {
 			return i, fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
 		}
-		payload, err := q.sgeBytes(wr.SGE)
-		if err != nil {
-			return i, fmt.Errorf("WR %d: %w", i, err)
+		payload := wr.Inline
+		if payload == nil || wr.Flags&verbs.SendInline == 0 {
+			var err error
+			if payload, err = q.sgeBytes(wr.SGE); err != nil {
+				return i, fmt.Errorf("WR %d: %w", i, err)
+			}
 		}
 		if len(payload) > q.mtu {
 			return i, fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
@@ -758,6 +762,9 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 		}
 	}
 	q.send(s.gmsgs[:nr], s.runs)
+	for i := range wrs {
+		s.iov[i][1] = unix.Iovec{} // keep no caller's inline buffer alive
+	}
 	q.scq.mu.Lock()
 	for i := range wrs {
 		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {

@@ -1,6 +1,7 @@
 package soft_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -166,6 +167,59 @@ func TestMessageSizeAndBadSGE(t *testing.T) {
 	n, err = a.qp.PostRecv([]verbs.RecvWR{{SGE: verbs.SGE{Offset: 0, Length: 39, LKey: a.mr.LKey()}}})
 	assert.Equal(t, 0, n)
 	assert.Error(t, err, "receive buffer shorter than the GRH")
+}
+
+// TestInlineFromCallerBuffer posts inline sends from Go memory no MR
+// covers (SGE unregistered): a batch long enough to go as one GSO run,
+// a lone one and an empty one. Each is read before PostSend returns, so
+// the buffers are overwritten at once and the receiver still gets what
+// was posted. Without SendInline, Inline is ignored and the SGE is sent.
+func TestInlineFromCallerBuffer(t *testing.T) {
+	a, b := newEndpoint(t, verbs.QPConfig{}), newEndpoint(t, verbs.QPConfig{})
+	b.postRecvs(0, 8)
+	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	var want [][]byte
+	post := func(bufs [][]byte, flags verbs.SendFlags) {
+		wrs := make([]verbs.SendWR, len(bufs))
+		for i, p := range bufs {
+			wrs[i] = verbs.SendWR{WRID: uint64(i), Inline: p, SGE: verbs.SGE{LKey: 12345, Length: uint32(len(p))},
+				AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey(), Flags: flags}
+			if flags&verbs.SendInline == 0 {
+				wrs[i].SGE = a.sendSGE(0, len("from the SGE"))
+			}
+		}
+		n, err := a.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), n)
+	}
+	run := make([][]byte, 5)
+	for i := range run {
+		run[i] = bytes.Repeat([]byte{byte('a' + i)}, 1000)
+		want = append(want, bytes.Clone(run[i]))
+	}
+	post(run, verbs.SendInline)
+	lone := []byte("lone inline datagram")
+	want = append(want, bytes.Clone(lone))
+	post([][]byte{lone}, verbs.SendInline)
+	want = append(want, []byte{})
+	post([][]byte{{}}, verbs.SendInline)
+	for _, p := range append(run, lone) {
+		for i := range p {
+			p[i] = 0xEE // the caller reuses its buffers at once
+		}
+	}
+	copy(a.sendBuf(0), "from the SGE")
+	want = append(want, []byte("from the SGE"))
+	post([][]byte{[]byte("ignored inline")}, 0)
+
+	wcs := b.recv(len(want), 2*time.Second)
+	require.Len(t, wcs, len(want))
+	for i, wc := range wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+		assert.Equal(t, want[i], b.buf(wc)[verbs.GRHSize:], "datagram %d", i)
+	}
+	assert.Zero(t, b.qp.Drops().BadICRC)
 }
 
 func TestSendCQFullAndChannel(t *testing.T) {
