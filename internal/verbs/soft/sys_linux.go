@@ -124,12 +124,12 @@ func sendto(fd int, b []byte, name *byte) error {
 
 // waitWritable waits in a blocking poll for room in fd's send buffer.
 func waitWritable(fd int) unix.Errno {
-	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
-	_, _, e := unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, ^uintptr(0))
-	if e == unix.EINTR {
-		return 0
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	_, err := unix.Poll(pfd[:], -1) // ppoll where there is no poll (arm64)
+	if e, ok := err.(unix.Errno); ok && e != unix.EINTR {
+		return e
 	}
-	return e
+	return 0
 }
 
 func setIov(iov *unix.Iovec, b []byte) {
