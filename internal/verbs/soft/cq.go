@@ -3,7 +3,6 @@ package soft
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -664,7 +663,7 @@ func (v *rxView) crc(crc uint32, from, to int) uint32 {
 			break
 		}
 		if from < len(s) {
-			crc = crc32.Update(crc, crc32.IEEETable, s[from:min(len(s), to)])
+			crc = crcUpdate(crc, s[from:min(len(s), to)])
 		}
 		from = max(from-len(s), 0)
 		to -= len(s)

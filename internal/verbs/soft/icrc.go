@@ -183,7 +183,7 @@ func ICRC(pkt []byte) (uint32, error) {
 	crc := crc32.Update(0, crc32.IEEETable, hdr[:n])
 	dgram := pkt[ipLen+udpHdrSize : len(pkt)-ICRCSize]
 	crc = icrcBTH(crc, dgram)
-	return crc32.Update(crc, crc32.IEEETable, dgram[BTHSize:]), nil
+	return crcUpdate(crc, dgram[BTHSize:]), nil
 }
 
 // VerifyICRC reports whether the ICRC at the end of a whole IP packet is
@@ -237,7 +237,7 @@ var zeroBlock [4096]byte
 func crcZeros(crc uint32, n int) uint32 {
 	for n > 0 {
 		k := min(n, len(zeroBlock))
-		crc = crc32.Update(crc, crc32.IEEETable, zeroBlock[:k])
+		crc = crcUpdate(crc, zeroBlock[:k])
 		n -= k
 	}
 	return crc
@@ -329,7 +329,7 @@ func SolveIPv4ID(dgram []byte, src, dst [4]byte, sport, dport uint16) (id uint16
 	udpLen := udpHdrSize + len(dgram)
 	body := dgram[:len(dgram)-ICRCSize]
 	crc := h.start(src, dst, 0, false, sport, dport, udpLen, body)
-	crc = crc32.Update(crc, crc32.IEEETable, body[BTHSize:])
+	crc = crcUpdate(crc, body[BTHSize:])
 	s := crc ^ binary.LittleEndian.Uint32(dgram[len(dgram)-ICRCSize:])
 	return solveTabFor(udpLen).solve(s)
 }

@@ -726,7 +726,7 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		if hl > hdrSize {
 			crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
 		}
-		crc = crc32.Update(crc, crc32.IEEETable, payload)
+		crc = crcUpdate(crc, payload)
 		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
 		binary.LittleEndian.PutUint32(tail[pad:], crc)
 
