@@ -167,7 +167,8 @@ write_env() {
   local v
   {
     for v in RXEVM_TEST_TIMEOUT RXEVM_TEST_RUN RXEVM_TEST_ARGS RXEVM_ENV \
-      RXEVM_BENCH RXEVM_BENCH_RUN RXEVM_BENCHTIME RXEVM_BENCH_SIZE RXEVM_BENCH_ITERS; do
+      RXEVM_BENCH RXEVM_BENCH_RUN RXEVM_BENCHTIME RXEVM_BENCH_SIZE RXEVM_BENCH_ITERS \
+      RXEVM_BENCH_ROUNDS; do
       # '...' quoting, with any ' inside written as '\''
       [[ -n ${!v:-} ]] && printf "%s='%s'\n" "$v" "${!v//\'/\'\\\'\'}"
     done

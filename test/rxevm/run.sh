@@ -115,7 +115,7 @@ main() {
   echo
   log "---- results (full VM log: $vmlog)"
   # Markers, and Go's benchmark result lines (name, N, ns/op, ...).
-  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
+  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |ROUND|SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
     sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
