@@ -2,28 +2,16 @@
 
 // Fold constants for the reflected IEEE CRC-32 (x^(D+32) mod P in the low
 // quadword, x^(D-32) mod P in the high, bit-reflected and shifted left
-// one, as hash/crc32's r2r1), repeated over the four 128-bit lanes:
-// fold256 for a fold distance D of 2048 bits (the four chains' step),
-// fold64 for 512 (one 512-bit register into the next).
+// one, as hash/crc32's r2r1), broadcast to the four 128-bit lanes when
+// loaded: fold256 for a fold distance D of 2048 bits (the four chains'
+// step), fold64 for 512 (one 512-bit register into the next).
 DATA fold256<>+0(SB)/8, $0x11542778a
 DATA fold256<>+8(SB)/8, $0x1322d1430
-DATA fold256<>+16(SB)/8, $0x11542778a
-DATA fold256<>+24(SB)/8, $0x1322d1430
-DATA fold256<>+32(SB)/8, $0x11542778a
-DATA fold256<>+40(SB)/8, $0x1322d1430
-DATA fold256<>+48(SB)/8, $0x11542778a
-DATA fold256<>+56(SB)/8, $0x1322d1430
-GLOBL fold256<>(SB), RODATA, $64
+GLOBL fold256<>(SB), RODATA, $16
 
 DATA fold64<>+0(SB)/8, $0x154442bd4
 DATA fold64<>+8(SB)/8, $0x1c6e41596
-DATA fold64<>+16(SB)/8, $0x154442bd4
-DATA fold64<>+24(SB)/8, $0x1c6e41596
-DATA fold64<>+32(SB)/8, $0x154442bd4
-DATA fold64<>+40(SB)/8, $0x1c6e41596
-DATA fold64<>+48(SB)/8, $0x154442bd4
-DATA fold64<>+56(SB)/8, $0x1c6e41596
-GLOBL fold64<>(SB), RODATA, $64
+GLOBL fold64<>(SB), RODATA, $16
 
 // The rest is hash/crc32's (crc32_amd64.s, BSD licence): fold by 128
 // bits, then Barrett reduction.
@@ -52,7 +40,7 @@ TEXT ·fold256(SB), NOSPLIT, $0-36
 	VMOVDQU64 192(SI), Z4
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	VMOVDQU64 fold256<>(SB), Z0
+	VBROADCASTI32X4 fold256<>(SB), Z0
 	JZ        merge
 
 loop:
@@ -78,7 +66,7 @@ loop:
 
 merge:
 	// Fold each register 64 bytes on into the next.
-	VMOVDQU64  fold64<>(SB), Z0
+	VBROADCASTI32X4 fold64<>(SB), Z0
 	VPCLMULQDQ $0x11, Z0, Z1, Z5
 	VPCLMULQDQ $0x00, Z0, Z1, Z1
 	VPTERNLOGD $0x96, Z2, Z5, Z1
