@@ -17,8 +17,23 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 
 func crcFold(crc uint32, p []byte) uint32 {
 	n := len(p) &^ (foldStep - 1)
-	crc = ^fold256(^crc, p[:n])
+	crc = ^foldCopy256(^crc, p[:n], nil)
 	return crc32.Update(crc, crc32.IEEETable, p[n:])
+}
+
+// crcCopy is crcUpdate(crc, src) that also copies src to dst, which must
+// hold it: with the fold, a long src is copied from the registers its
+// CRC loads, for about the CRC's time alone.
+func crcCopy(crc uint32, dst, src []byte) uint32 {
+	dst = dst[:len(src)]
+	if len(src) < foldMin || !haveFold {
+		copy(dst, src)
+		return crc32.Update(crc, crc32.IEEETable, src)
+	}
+	n := len(src) &^ (foldStep - 1)
+	crc = ^foldCopy256(^crc, src[:n], &dst[0])
+	copy(dst[n:], src[n:])
+	return crc32.Update(crc, crc32.IEEETable, src[n:])
 }
 
 const (

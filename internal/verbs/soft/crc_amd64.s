@@ -24,45 +24,76 @@ GLOBL r4r3<>(SB), RODATA, $16
 GLOBL rupoly<>(SB), RODATA, $16
 GLOBL r5<>(SB), RODATA, $8
 
-// func fold256(crc uint32, p []byte) uint32
-TEXT ·fold256(SB), NOSPLIT, $0-36
+// FOLD: one step of the four chains Z1..Z4 over the next 256 bytes at
+// SI, which it leaves in Z11..Z14.
+#define FOLD \
+	VPCLMULQDQ $0x11, Z0, Z1, Z5; \
+	VPCLMULQDQ $0x00, Z0, Z1, Z1; \
+	VPCLMULQDQ $0x11, Z0, Z2, Z6; \
+	VPCLMULQDQ $0x00, Z0, Z2, Z2; \
+	VPCLMULQDQ $0x11, Z0, Z3, Z7; \
+	VPCLMULQDQ $0x00, Z0, Z3, Z3; \
+	VPCLMULQDQ $0x11, Z0, Z4, Z8; \
+	VPCLMULQDQ $0x00, Z0, Z4, Z4; \
+	VMOVDQU64  (SI), Z11; \
+	VMOVDQU64  64(SI), Z12; \
+	VMOVDQU64  128(SI), Z13; \
+	VMOVDQU64  192(SI), Z14; \
+	VPTERNLOGD $0x96, Z11, Z5, Z1; \
+	VPTERNLOGD $0x96, Z12, Z6, Z2; \
+	VPTERNLOGD $0x96, Z13, Z7, Z3; \
+	VPTERNLOGD $0x96, Z14, Z8, Z4; \
+	ADDQ       $256, SI
+
+// func foldCopy256(crc uint32, p []byte, dst *byte) uint32
+TEXT ·foldCopy256(SB), NOSPLIT, $0-44
 	MOVL crc+0(FP), AX
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), CX
+	MOVQ dst+32(FP), DI
 
 	// Z1..Z4: the first 256 bytes, the state merged into the first four.
-	VPXORQ    Z10, Z10, Z10
-	MOVL      AX, X10
 	VMOVDQU64 (SI), Z1
-	VPXORQ    Z10, Z1, Z1
 	VMOVDQU64 64(SI), Z2
 	VMOVDQU64 128(SI), Z3
 	VMOVDQU64 192(SI), Z4
+	VPXORQ    Z10, Z10, Z10
+	MOVL      AX, X10
+	VBROADCASTI32X4 fold256<>(SB), Z0
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	VBROADCASTI32X4 fold256<>(SB), Z0
+	TESTQ     DI, DI
+	JZ        fold
+
+	// Copying: the first 256 bytes, then each step's as it is loaded.
+	VMOVDQU64 Z1, (DI)
+	VMOVDQU64 Z2, 64(DI)
+	VMOVDQU64 Z3, 128(DI)
+	VMOVDQU64 Z4, 192(DI)
+	VPXORQ    Z10, Z1, Z1
+	TESTQ     CX, CX
 	JZ        merge
 
+copyloop:
+	FOLD
+	VMOVDQU64 Z11, 256(DI)
+	VMOVDQU64 Z12, 320(DI)
+	VMOVDQU64 Z13, 384(DI)
+	VMOVDQU64 Z14, 448(DI)
+	ADDQ      $256, DI
+	SUBQ      $256, CX
+	JNZ       copyloop
+	JMP       merge
+
+fold:
+	VPXORQ Z10, Z1, Z1
+	TESTQ  CX, CX
+	JZ     merge
+
 loop:
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPCLMULQDQ $0x11, Z0, Z2, Z6
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPCLMULQDQ $0x11, Z0, Z3, Z7
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPCLMULQDQ $0x11, Z0, Z4, Z8
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VMOVDQU64  (SI), Z11
-	VMOVDQU64  64(SI), Z12
-	VMOVDQU64  128(SI), Z13
-	VMOVDQU64  192(SI), Z14
-	VPTERNLOGD $0x96, Z11, Z5, Z1
-	VPTERNLOGD $0x96, Z12, Z6, Z2
-	VPTERNLOGD $0x96, Z13, Z7, Z3
-	VPTERNLOGD $0x96, Z14, Z8, Z4
-	ADDQ       $256, SI
-	SUBQ       $256, CX
-	JNZ        loop
+	FOLD
+	SUBQ $256, CX
+	JNZ  loop
 
 merge:
 	// Fold each register 64 bytes on into the next.
@@ -120,5 +151,5 @@ merge:
 	PCLMULQDQ $0, X0, X1
 	PXOR      X2, X1
 	PEXTRD    $1, X1, AX
-	MOVL      AX, ret+32(FP)
+	MOVL      AX, ret+40(FP)
 	RET

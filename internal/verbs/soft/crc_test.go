@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"bytes"
 	"hash/crc32"
 	"math/rand/v2"
 	"strconv"
@@ -36,6 +37,37 @@ func TestCRCUpdateMatchesHashCRC32(t *testing.T) {
 	}
 	check(r.Uint32(), buf[:65535])
 	check(r.Uint32(), buf[3:])
+}
+
+// TestCRCCopy checks crcCopy's CRC against hash/crc32 and its copy
+// against the source, on every length to 5000 bytes at shifting source
+// and destination alignments, and that it writes nothing past the copy.
+func TestCRCCopy(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]byte, 5100)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	dst := make([]byte, 5200)
+	for n := 0; n <= 5000; n++ {
+		so, do := n%64, (n*7)%64
+		for i := range dst {
+			dst[i] = 0xA5
+		}
+		crc := r.Uint32()
+		p := src[so : so+n]
+		if got, want := crcCopy(crc, dst[do:], p), crc32.Update(crc, crc32.IEEETable, p); got != want {
+			t.Fatalf("len %d: crcCopy %#x, hash/crc32 %#x", n, got, want)
+		}
+		if !bytes.Equal(dst[do:do+n], p) {
+			t.Fatalf("len %d: the copy differs from the source", n)
+		}
+		for i, b := range dst {
+			if (i < do || i >= do+n) && b != 0xA5 {
+				t.Fatalf("len %d: byte %d outside the copy written", n, i)
+			}
+		}
+	}
 }
 
 // BenchmarkCRCUpdate is crcUpdate beside hash/crc32, each call waiting

@@ -726,7 +726,15 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		if hl > hdrSize {
 			crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
 		}
-		crc = crcUpdate(crc, payload)
+		if k == 1 {
+			// A lone datagram goes out from flat (sendFlat): its payload
+			// is copied there now, with the pass that seals it.
+			dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
+			crc = crcCopy(crc, dst, payload)
+			payload = dst
+		} else {
+			crc = crcUpdate(crc, payload)
+		}
 		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
 		binary.LittleEndian.PutUint32(tail[pad:], crc)
 
@@ -821,14 +829,21 @@ func (q *QP) send(msgs []mmsghdr, runs []int) {
 // copy: for a lone datagram, gathering it here costs less than the
 // kernel's reading a msghdr and importing its iovecs (a 4 KiB copy
 // included). It returns 1 or an error, as sendmmsg would.
+//
+// The headers go just before flat[maxHdrSize:], where the payload starts;
+// a payload prepare already copied there stays.
 func (q *QP) sendFlat(m *mmsghdr) (int, error) {
-	n := 0
-	for _, v := range unsafe.Slice(m.Hdr.Iov, m.Hdr.Iovlen) {
-		if v.Len > 0 {
-			n += copy(q.sq.flat[n:], unsafe.Slice(v.Base, v.Len))
+	flat := q.sq.flat
+	iov := unsafe.Slice(m.Hdr.Iov, m.Hdr.Iovlen)
+	start := maxHdrSize - int(iov[0].Len)
+	n := start
+	for _, v := range iov {
+		if v.Len > 0 && v.Base != &flat[n] {
+			copy(flat[n:], unsafe.Slice(v.Base, v.Len))
 		}
+		n += int(v.Len)
 	}
-	return 1, sendto(q.uniFd, q.sq.flat[:n], m.Hdr.Name)
+	return 1, sendto(q.uniFd, flat[start:n], m.Hdr.Name)
 }
 
 // resealAlone reseals the ICRC of the slots in [first, last) sealed as
