@@ -37,6 +37,6 @@ func crcCopy(crc uint32, dst, src []byte) uint32 {
 }
 
 const (
-	foldStep = 256 // bytes a fold256 step takes
+	foldStep = 256 // bytes a foldCopy256 step takes
 	foldMin  = 256
 )
