@@ -127,11 +127,11 @@ func (c *Conn) resolve(addr net.Addr) (target, error) {
 		ip = ip.Unmap()
 		s := &c.wr
 		if s.lastGroup == nil || s.lastIP != ip {
-			if m := c.grp.lookupIP(ip); m != nil {
-				s.lastIP, s.lastGroup = ip, m
-			} else {
+			m := c.grp.lookupIP(ip)
+			if m == nil {
 				return c.groupTarget(addr, nil)
 			}
+			s.lastIP, s.lastGroup = ip, m
 		}
 		return c.groupTarget(addr, s.lastGroup)
 	case *Addr:

@@ -579,6 +579,10 @@ const inPlaceSlack = ImmDtSize + 3 + ICRCSize
 // for no control messages, and one datagram in place is read with
 // recvfrom, the kernel's cheapest receive.
 func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
+	ctrlLen := ctrlSize
+	if bare {
+		ctrlLen = 0
+	}
 	j := c.head
 	for i := range k {
 		if j == len(c.rq) {
@@ -597,10 +601,7 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 			m.Hdr.SetIovlen(3)
 		}
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
-		m.Hdr.SetControllen(ctrlSize)
-		if bare {
-			m.Hdr.SetControllen(0)
-		}
+		m.Hdr.SetControllen(ctrlLen)
 		m.Hdr.Flags = 0
 		m.Len = 0
 	}

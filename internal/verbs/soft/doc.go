@@ -31,14 +31,17 @@
 //
 // PostSend builds BTH, DETH, [ImmDt], pad and ICRC into per-slot scratch
 // and sends a batch with one sendmmsg, the payload straight from the
-// registered arena; a lone datagram is gathered into one buffer and sent
-// with sendto, which costs the kernel less than importing iovecs. The
-// ICRC of a flow's next datagram starts from the remembered CRC state of
-// its headers, with the IP ID and PSN added through tables. Where the
-// process may, the unicast socket sets IP_TRANSPARENT, which spares each
-// send the kernel's FIB lookup for the 127.q.q.q source. Sockets send
-// with DF set (IP_PMTUDISC_DO), so Linux
-// puts IP ID 0 in the header, as the ICRC assumes. Consecutive WRs to one
+// registered arena or, for an inline send, the caller's buffer; a lone
+// datagram is gathered into one buffer (its payload copied by the pass
+// that computes its ICRC) and sent with sendto, which costs the kernel
+// less than importing iovecs. The ICRC's CRC over a long payload is
+// folded with AVX-512 VPCLMULQDQ where the CPU has it (crc.go). The ICRC
+// of a flow's next datagram starts from the remembered CRC state of its
+// headers, with the IP ID and PSN added through tables. Where the process
+// may, the unicast socket sets IP_TRANSPARENT, which spares each send the
+// kernel's FIB lookup for the 127.q.q.q source. Sockets send with DF set
+// (IP_PMTUDISC_DO), so Linux puts IP ID 0 in the header, as the ICRC
+// assumes. Consecutive WRs to one
 // destination with one datagram length (the last may be shorter), up to
 // 64 and 64 KiB, form a run that is one sendmmsg message with UDP_SEGMENT
 // (UDP GSO): the kernel cuts it into datagrams late, numbering their IP

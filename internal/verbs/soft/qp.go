@@ -115,9 +115,8 @@ type sockopt struct {
 	what               string
 }
 
-// udpSocket makes a UDP socket with opts, bound to bindAddr:4791 when
-// bind is set.
-func udpSocket(bindAddr [4]byte, bind bool, opts []sockopt) (int, error) {
+// udpSocket makes an unbound UDP socket with opts.
+func udpSocket(opts []sockopt) (int, error) {
 	// O_NONBLOCK: every read and send is non-blocking anyway, and a
 	// blocking UDP socket's poll (the channel's epoll asks it on every
 	// wait) walks the receive queue to check the first datagram's length
@@ -131,13 +130,6 @@ func udpSocket(bindAddr [4]byte, bind bool, opts []sockopt) (int, error) {
 			unix.Close(fd)
 			return -1, fmt.Errorf("setsockopt %s: %w", o.what, err)
 		}
-	}
-	if !bind {
-		return fd, nil
-	}
-	if err := bindRoCE(fd, bindAddr); err != nil {
-		unix.Close(fd)
-		return -1, err
 	}
 	return fd, nil
 }
@@ -236,7 +228,10 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if r.loopbak {
 		q.unicast = qpnAddr(q.qpn)
 	}
-	if q.uniFd, err = udpSocket(q.unicast, true, txOpts); err != nil {
+	if q.uniFd, err = udpSocket(txOpts); err != nil {
+		return nil, fmt.Errorf("unicast socket: %w", err)
+	}
+	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
 		return nil, fmt.Errorf("unicast socket: %w", err)
 	}
 	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
@@ -262,7 +257,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	// The multicast socket is bound at the first join to receive: until
 	// then (and for good on a send-only QP) it sits in no port table, so
 	// the kernel does not look at it for every datagram to port 4791.
-	if q.mcFd, err = udpSocket([4]byte{}, false, mcOpts); err != nil {
+	if q.mcFd, err = udpSocket(mcOpts); err != nil {
 		return nil, fmt.Errorf("multicast socket: %w", err)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
