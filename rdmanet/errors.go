@@ -19,6 +19,15 @@ var (
 	// ErrNotSupported: the backend or fabric cannot do what was asked,
 	// such as an IPv6 group on RoCEv2 (rdma_cm's ENOTSUPP).
 	ErrNotSupported = verbs.ErrNotSupported
+	// ErrEarlierSendFailed is returned (wrapped in a *net.OpError, with
+	// the failure's errno where one is known) by the write after a send
+	// that failed once its own write had returned: a datagram of a
+	// WriteBatch the kernel refused, or an error completion from the
+	// device. That write sends nothing; the failure is also counted in
+	// Stats.SendFailed. Like a UDP socket's pending ICMP error, each
+	// such failure is reported once: the first one pending, while later
+	// ones are only counted.
+	ErrEarlierSendFailed = errors.New("an earlier datagram was not sent")
 )
 
 // errMsgSize wraps ErrMessageTooLong with the sizes.
@@ -52,3 +61,27 @@ func (c *Conn) opError(op string, addr net.Addr, err error) error {
 	}
 	return &net.OpError{Op: op, Net: c.network, Source: src, Addr: addr, Err: err}
 }
+
+// earlierSendError is a send that failed after its write returned; the
+// next write returns it.
+type earlierSendError struct{ err error }
+
+func (e *earlierSendError) Error() string {
+	return ErrEarlierSendFailed.Error() + ": " + e.err.Error()
+}
+func (e *earlierSendError) Unwrap() []error { return []error{ErrEarlierSendFailed, e.err} }
+
+// kernelMsgSizeError is the kernel's EMSGSIZE for a datagram within MTU():
+// the netdev's MTU fell after the conn was made. It is ErrMessageTooLong
+// too.
+type kernelMsgSizeError struct{ err error }
+
+func (e *kernelMsgSizeError) Error() string {
+	return e.err.Error() + " (the route's MTU is now smaller than MTU())"
+}
+func (e *kernelMsgSizeError) Unwrap() []error { return []error{e.err, ErrMessageTooLong} }
+
+// wcSendError is an error completion of a send with no errno.
+type wcSendError struct{ status verbs.WCStatus }
+
+func (e *wcSendError) Error() string { return "send completion: " + e.status.String() }

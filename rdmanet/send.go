@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -45,6 +46,9 @@ type sendState struct {
 	// clears it (it holds mu).
 	lastIP    netip.Addr
 	lastGroup *membership
+	// pending is the first send failure known only after its write
+	// returned (reapSends): the next write returns it.
+	pending error
 }
 
 func (c *Conn) initSend() error {
@@ -70,19 +74,77 @@ func (c *Conn) initSend() error {
 }
 
 // reapSends polls the send CQ and frees completed slots; wr.mu is held.
+// An error completion is counted by reason, and the first one becomes
+// pending for the next write.
 func (c *Conn) reapSends() (int, error) {
 	s := &c.wr
 	n, err := c.qp.SendCQ().Poll(s.wcs)
 	for i := 0; i < n; i++ {
 		wc := &s.wcs[i]
 		if wc.Status != verbs.WCSuccess {
-			atomic.AddUint64(&c.ctr.sendErrors, 1)
+			c.sendFailedLater(wc)
 		}
 		if wc.WRID+1 > s.tail {
 			s.tail = wc.WRID + 1
 		}
 	}
 	return n, err
+}
+
+// sendFailedLater counts a send's error completion and keeps the first
+// one pending; wr.mu is held.
+func (c *Conn) sendFailedLater(wc *verbs.WC) {
+	errno := syscall.Errno(wc.Errno)
+	c.countSendError(sendReasonOf(errno))
+	if c.wr.pending != nil {
+		return
+	}
+	var err error = &wcSendError{wc.Status}
+	if errno != 0 {
+		err = os.NewSyscallError("sendmmsg", errno)
+	}
+	c.wr.pending = &earlierSendError{sendErrorOf(err)}
+}
+
+// takePending collects the send completions and returns the pending send
+// failure, if any, clearing it; wr.mu is held. Every write calls it
+// first: a failure known after one write returned is returned by the
+// next.
+func (c *Conn) takePending() error {
+	s := &c.wr
+	for {
+		n, err := c.reapSends()
+		if err != nil {
+			return err
+		}
+		if n < len(s.wcs) {
+			break
+		}
+	}
+	err := s.pending
+	s.pending = nil
+	return err
+}
+
+// sendErrorOf is err as a write returns it: the kernel's EMSGSIZE is also
+// ErrMessageTooLong.
+func sendErrorOf(err error) error {
+	if errno, ok := kernelSendErrno(err); ok && errno == syscall.EMSGSIZE {
+		return &kernelMsgSizeError{err}
+	}
+	return err
+}
+
+// sendFailedNow counts a send the kernel refused at once (the post of a
+// lone datagram, the route lookup of an address handle) and returns the
+// error the write returns. Errors that are not the kernel's pass as they
+// are.
+func (c *Conn) sendFailedNow(err error) error {
+	if errno, ok := kernelSendErrno(err); ok {
+		c.countSendError(sendReasonOf(errno))
+		return sendErrorOf(err)
+	}
+	return err
 }
 
 // acquire waits until k slots are free (k <= depth); wr.mu is held.
@@ -164,7 +226,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 			PortNum:   uint8(c.local.Port),
 		})
 		if err != nil {
-			return target{}, err
+			return target{}, c.sendFailedNow(err)
 		}
 		if len(s.ahs) >= maxAHCache {
 			for g, old := range s.ahs { // evict one
@@ -213,7 +275,8 @@ func (c *Conn) stage(b []byte, t target) {
 }
 
 // post posts the staged work requests. On a failure the slots of the
-// unposted ones are given back: they are the newest.
+// unposted ones are given back: they are the newest. A lone datagram the
+// kernel refused is counted and its error returned.
 func (c *Conn) post() (int, error) {
 	s := &c.wr
 	n, err := c.qp.PostSend(s.wrs)
@@ -223,6 +286,9 @@ func (c *Conn) post() (int, error) {
 	clear(s.wrs) // keep no caller's buffer alive
 	s.wrs = s.wrs[:0]
 	atomic.AddUint64(&c.ctr.sent, uint64(n))
+	if err != nil {
+		err = c.sendFailedNow(err)
+	}
 	return n, err
 }
 
@@ -237,6 +303,13 @@ func (c *Conn) checkSize(n int) error {
 // *Addr naming a joined group's MGID) for multicast, or an *Addr for a
 // unicast UD datagram to that QP. A b longer than MTU() fails and nothing
 // is sent. Zero-length datagrams are allowed.
+//
+// Errors are *net.OpError values, as net.UDPConn's. A datagram the kernel
+// refuses returns its errno (errors.Is(err, syscall.ENETUNREACH),
+// EMSGSIZE, EPERM, ENOBUFS, ...); a unicast peer with no route fails when
+// its address handle is made, at the first write to it. A failure known
+// only later (see ErrEarlierSendFailed) is returned by the next write,
+// which then sends nothing. Every one is counted in Stats.SendFailed.
 func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if err := c.checkSize(len(b)); err != nil {
 		return 0, c.opError("write", addr, err)
@@ -244,6 +317,9 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	err := c.checkOpen()
+	if err == nil {
+		err = c.takePending()
+	}
 	var t target
 	if err == nil {
 		t, err = c.resolve(addr)
@@ -265,10 +341,21 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 // WriteBatch sends each message's Buffer to its Addr (a group's Addr from
 // GroupAddr or ReadFrom, or a peer's) with one post per batch of up to
 // 64. It returns how many were sent; on an error, the ones before it were.
+//
+// The kernel sends a batch after the post: a message it refuses is
+// counted in Stats.SendFailed and returned by the next write as an
+// ErrEarlierSendFailed wrapping its errno (a batch already returned
+// cannot say which of its messages failed, or when).
 func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := c.checkOpen(); err != nil {
+		return 0, c.opError("write", nil, err)
+	}
+	if err := c.takePending(); err != nil {
+		return 0, c.opError("write", nil, err)
+	}
 	sent := 0
 	for sent < len(ms) {
 		if err := c.checkOpen(); err != nil {

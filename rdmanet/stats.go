@@ -1,7 +1,10 @@
 package rdmanet
 
 import (
+	"errors"
+	"os"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
@@ -17,24 +20,124 @@ type Stats struct {
 	// loopback is off (blocked by the device, or filtered by the conn).
 	Loopback uint64
 	// Dropped counts datagrams lost before the caller could read them, by
-	// reason: "overflow" (no receive buffer posted: the receiver fell
-	// behind), "wc-error" (completion with an error status), and the
-	// provider's reasons for bad packets on the wire ("bad-icrc",
-	// "bad-qkey", ... on the software backend).
+	// reason. The keys are the Drop* constants: DropOverflow and
+	// DropWCError on every backend, and the software backend's reasons
+	// for packets bad on the wire (DropBadICRC, DropBadQKey, ...). A
+	// reason with nothing counted is absent.
 	Dropped map[string]uint64
-	// SendErrors counts sends that completed with an error status.
+	// SendErrors counts datagrams the kernel or the device refused to
+	// send, whether the write returned the error itself or it was known
+	// only later (and returned by the next write); SendFailed splits it
+	// by reason.
 	SendErrors uint64
+	// SendFailed counts the failed sends of SendErrors by reason: the
+	// keys are the SendErr* constants. A reason with nothing counted is
+	// absent.
+	SendFailed map[string]uint64
 	// Rejoins counts group rejoins after MULTICAST_ERROR events.
 	Rejoins uint64
 }
 
-// ownLoopback is the drop reason under which a provider counts the QP's own
-// multicast that it blocked (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
-const ownLoopback = "own loopback"
+// Drop reasons: the keys of Stats.Dropped.
+const (
+	// DropOverflow: no receive buffer was posted in time (the receiver
+	// fell behind): the receive queue, or on the software backend the
+	// socket buffer, overflowed.
+	DropOverflow = "overflow"
+	// DropWCError: a receive completed with an error status.
+	DropWCError = "wc-error"
+	// The software backend's reasons for packets bad on the wire.
+	DropTruncated = "truncated"  // shorter than its headers and ICRC
+	DropBadTVer   = "bad-tver"   // BTH TVer not 0
+	DropBadOpcode = "bad-opcode" // not UD SEND_ONLY[/WITH_IMMEDIATE]
+	DropBadPKey   = "bad-pkey"   // P_Key neither 0xFFFF nor 0x7FFF
+	DropBadQKey   = "bad-qkey"   // DETH Q_Key not the conn's
+	DropBadICRC   = "bad-icrc"   // ICRC does not match
+	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
+	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
+	DropTooLong   = "too-long"   // longer than the posted receive buffer
+)
+
+// DropReasons lists every key Stats.Dropped can have.
+var DropReasons = []string{
+	DropOverflow, DropWCError, DropTruncated, DropBadTVer, DropBadOpcode,
+	DropBadPKey, DropBadQKey, DropBadICRC, DropBadPad, DropNotForUs, DropTooLong,
+}
+
+// Send error reasons: the keys of Stats.SendFailed. The errno names are
+// what the kernel returned for the datagram on the software backend.
+const (
+	SendErrMessageTooLong  = "message-too-long"    // EMSGSIZE: longer than the route's MTU
+	SendErrNetUnreachable  = "network-unreachable" // ENETUNREACH: no route
+	SendErrHostUnreachable = "host-unreachable"    // EHOSTUNREACH
+	SendErrNotPermitted    = "not-permitted"       // EPERM, EACCES: a firewall refused it
+	SendErrNoBuffers       = "no-buffers"          // ENOBUFS: the kernel dropped it (qdisc full)
+	SendErrCompletion      = "completion-error"    // an error completion from the device
+	SendErrOther           = "other"               // any other errno
+)
+
+// SendErrorReasons lists every key Stats.SendFailed can have.
+var SendErrorReasons = []string{
+	SendErrMessageTooLong, SendErrNetUnreachable, SendErrHostUnreachable,
+	SendErrNotPermitted, SendErrNoBuffers, SendErrCompletion, SendErrOther,
+}
+
+// sendReason indexes counters.sendFailed in the order of SendErrorReasons.
+type sendReason int
+
+const (
+	reasonMessageTooLong sendReason = iota
+	reasonNetUnreachable
+	reasonHostUnreachable
+	reasonNotPermitted
+	reasonNoBuffers
+	reasonCompletion
+	reasonOther
+	numSendReasons
+)
+
+// sendReasonOf says why a send failed: by its errno, or an error
+// completion without one.
+func sendReasonOf(errno syscall.Errno) sendReason {
+	switch errno {
+	case 0:
+		return reasonCompletion
+	case syscall.EMSGSIZE:
+		return reasonMessageTooLong
+	case syscall.ENETUNREACH:
+		return reasonNetUnreachable
+	case syscall.EHOSTUNREACH:
+		return reasonHostUnreachable
+	case syscall.EPERM, syscall.EACCES:
+		return reasonNotPermitted
+	case syscall.ENOBUFS:
+		return reasonNoBuffers
+	}
+	return reasonOther
+}
+
+// kernelSendErrno is the errno of a send the kernel refused: err wraps an
+// *os.SyscallError (sendto, sendmmsg, or the connect of an address
+// handle's route lookup) with an errno. ok is false for any other error.
+func kernelSendErrno(err error) (syscall.Errno, bool) {
+	var se *os.SyscallError
+	var errno syscall.Errno
+	if errors.As(err, &se) && errors.As(se.Err, &errno) && errno != 0 {
+		return errno, true
+	}
+	return 0, false
+}
 
 type counters struct {
 	sent, received, truncated, loopback uint64
 	wcErrors, sendErrors, rejoins       uint64
+	sendFailed                          [numSendReasons]uint64
+}
+
+// countSendError counts one failed send under reason r.
+func (c *Conn) countSendError(r sendReason) {
+	atomic.AddUint64(&c.ctr.sendErrors, 1)
+	atomic.AddUint64(&c.ctr.sendFailed[r], 1)
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -47,15 +150,21 @@ func (c *Conn) Stats() Stats {
 		SendErrors: atomic.LoadUint64(&c.ctr.sendErrors),
 		Rejoins:    atomic.LoadUint64(&c.ctr.rejoins),
 		Dropped:    map[string]uint64{},
+		SendFailed: map[string]uint64{},
+	}
+	for r := range c.ctr.sendFailed {
+		if n := atomic.LoadUint64(&c.ctr.sendFailed[r]); n > 0 {
+			s.SendFailed[SendErrorReasons[r]] = n
+		}
 	}
 	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
-		s.Dropped["wc-error"] = n
+		s.Dropped[DropWCError] = n
 	}
 	if dc, ok := c.qp.(verbs.DropCounter); ok {
 		for k, v := range dc.DropCounts() {
 			switch {
 			case v == 0:
-			case k == ownLoopback:
+			case k == verbs.DropOwnLoopback:
 				// Blocked by the device on request: not a loss.
 				s.Loopback += v
 			default:

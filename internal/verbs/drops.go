@@ -1,10 +1,35 @@
 package verbs
 
 // DropCounter is implemented by QPs that can say how many received packets
-// they dropped, by reason ("bad ICRC", "bad Q_Key", "receive queue
-// overflow", ...). The software provider's QP implements it; on rdma-core
-// the kernel's port and hw counters hold the equivalents. Reading the
-// counters allocates; counting does not.
+// they dropped, by reason: the keys are the Drop* constants below, and
+// every reason the QP can count is present (zero or not). The software
+// provider's QP implements it; on rdma-core the kernel's port and hw
+// counters hold the equivalents. Reading the counters allocates; counting
+// does not.
 type DropCounter interface {
 	DropCounts() map[string]uint64
 }
+
+// Drop reasons: the keys of DropCounter.DropCounts, and of rdmanet's
+// Stats.Dropped, which exports the same values under the same names.
+const (
+	// DropOverflow: no receive buffer was posted in time; the socket
+	// buffer (software) or the receive queue overflowed.
+	DropOverflow = "overflow"
+	// DropWCError: a receive completed with an error status.
+	DropWCError = "wc-error"
+	// The software provider's reasons for packets bad on the wire.
+	DropTruncated = "truncated"  // shorter than its headers and ICRC
+	DropBadTVer   = "bad-tver"   // BTH TVer not 0
+	DropBadOpcode = "bad-opcode" // not UD SEND_ONLY[/WITH_IMMEDIATE]
+	DropBadPKey   = "bad-pkey"   // P_Key neither 0xFFFF nor 0x7FFF
+	DropBadQKey   = "bad-qkey"   // DETH Q_Key not the QP's
+	DropBadICRC   = "bad-icrc"   // ICRC does not match
+	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
+	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
+	DropTooLong   = "too-long"   // longer than the posted receive buffer
+	// DropOwnLoopback: the QP's own multicast, blocked on request
+	// (BlockSelfMulticastLoopback). Not a loss: rdmanet counts it in
+	// Stats.Loopback.
+	DropOwnLoopback = "own-loopback"
+)

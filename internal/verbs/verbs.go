@@ -198,14 +198,21 @@ type QP interface {
 	LoopbackBlocked() bool
 	// RegisterMemory registers an arena for local access (ibv_reg_mr).
 	RegisterMemory(a *Arena) (MR, error)
-	// CreateAH creates an address handle (ibv_create_ah).
+	// CreateAH creates an address handle (ibv_create_ah). As on RoCE,
+	// where the kernel resolves the destination's route and neighbour, a
+	// unicast DGID that cannot be reached fails here (wrapping
+	// ENETUNREACH, EHOSTUNREACH, ...), not at the send.
 	CreateAH(attr AHAttr) (AH, error)
 	// PostRecv posts receive work requests. It returns how many were
 	// posted; on a partial post the error says why the next one failed.
 	PostRecv(wrs []RecvWR) (int, error)
 	// PostSend posts send work requests; like PostRecv. A send longer
 	// than the path MTU fails with ErrMessageSize; a full send queue with
-	// ErrQueueFull.
+	// ErrQueueFull. A provider that sends at post time (software) and is
+	// given a single WR returns the kernel's error for it (wrapping the
+	// errno, for example *os.SyscallError{"sendto", EMSGSIZE}) and does
+	// not count it posted; sends of a batch that fail complete with an
+	// error status and WC.Errno instead.
 	PostSend(wrs []SendWR) (int, error)
 	SendCQ() CQ
 	RecvCQ() CQ
@@ -434,6 +441,13 @@ const (
 
 // WC is a work completion (struct ibv_wc). For a receive, ByteLen counts
 // the 40 bytes of GRH area too.
+//
+// A send that fails after it was posted (one of a batch the kernel
+// refused, a device's error completion) completes with an error status,
+// signaled or not. Errno is the errno the provider knows for it, 0 when
+// it knows none: the software provider sets it from the failed
+// sendmmsg/sendto (EMSGSIZE, ENETUNREACH, ENOBUFS, ...); devices report a
+// vendor syndrome instead, so rdma-core leaves it 0.
 type WC struct {
 	WRID    uint64
 	Status  WCStatus
@@ -446,4 +460,5 @@ type WC struct {
 	SrcQP   uint32 // sender's QP (receives)
 	SLID    uint16
 	PKeyIdx uint16
+	Errno   uint32 // the failed send's errno, where known
 }

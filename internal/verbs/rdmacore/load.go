@@ -130,6 +130,7 @@ func checkLayouts() error {
 		{"WC.SrcQP", unsafe.Offsetof(wc.SrcQP), unsafe.Offsetof(cw.src_qp)},
 		{"WC.SLID", unsafe.Offsetof(wc.SLID), unsafe.Offsetof(cw.slid)},
 		{"WC.PKeyIdx", unsafe.Offsetof(wc.PKeyIdx), unsafe.Offsetof(cw.pkey_index)},
+		{"WC.Errno", unsafe.Offsetof(wc.Errno), unsafe.Offsetof(cw.err_no)},
 		{"sizeof RecvWR", unsafe.Sizeof(rw), unsafe.Sizeof(cr)},
 		{"RecvWR.WRID", unsafe.Offsetof(rw.WRID), unsafe.Offsetof(cr.wr_id)},
 		{"RecvWR.SGE.Offset", unsafe.Offsetof(rw.SGE) + unsafe.Offsetof(rw.SGE.Offset), unsafe.Offsetof(cr.off)},

@@ -379,6 +379,7 @@ struct rn_wc_out {
 	uint32_t src_qp;
 	uint16_t slid;
 	uint16_t pkey_index;
+	uint32_t err_no; /* verbs.WC.Errno: devices give none (0) */
 };
 
 /* verbs.SendFlags and verbs.WCFlags bits. */
@@ -515,6 +516,7 @@ static int rn_poll(struct rn_ibv_cq *cq, int n, struct rn_wc_out *out)
 			o->src_qp = wc[i].src_qp;
 			o->slid = wc[i].slid;
 			o->pkey_index = wc[i].pkey_index;
+			o->err_no = 0;
 		}
 		got += k;
 		if (k < want)

@@ -47,10 +47,15 @@ func (c *sendCQ) room() int {
 }
 
 // push queues a completion; c.mu is held. A completion that finds the ring
-// full (only an unsignaled WR's error completion can) is dropped.
+// full (only an unsignaled WR's error completion can: PostSend keeps room
+// for the signaled ones) grows it: an error completion is never dropped.
 func (c *sendCQ) push(wc verbs.WC) {
 	if c.n == len(c.ring) {
-		return
+		ring := make([]verbs.WC, 2*len(c.ring))
+		for i := range c.n {
+			ring[i] = c.ring[(c.head+i)%len(c.ring)]
+		}
+		c.ring, c.head = ring, 0
 	}
 	c.ring[(c.head+c.n)%len(c.ring)] = wc
 	c.n++

@@ -25,38 +25,34 @@ type Drops struct {
 	// the sockets' sk_drops, from SO_RXQ_OVFL on received datagrams and
 	// from SO_MEMINFO when Drops or DropCounts is called.
 	Overflow uint64
-	// SendDropped counts sends the kernel dropped (ENOBUFS/EAGAIN).
-	SendDropped uint64
 }
 
 // Drops returns the QP's drop counters.
 func (q *QP) Drops() Drops {
 	q.refreshSockDrops()
 	return Drops{
-		Truncated:   q.drops[DropTruncated].Load(),
-		BadTVer:     q.drops[DropBadTVer].Load(),
-		BadOpcode:   q.drops[DropBadOpcode].Load(),
-		BadPKey:     q.drops[DropBadPKey].Load(),
-		BadQKey:     q.drops[DropBadQKey].Load(),
-		BadICRC:     q.drops[DropBadICRC].Load(),
-		BadPad:      q.drops[DropBadPad].Load(),
-		NotForUs:    q.drops[DropNotForUs].Load(),
-		TooLong:     q.drops[DropTooLong].Load(),
-		Self:        q.drops[DropSelf].Load(),
-		Overflow:    q.overflowCount(),
-		SendDropped: q.sendDropped.Load(),
+		Truncated: q.drops[DropTruncated].Load(),
+		BadTVer:   q.drops[DropBadTVer].Load(),
+		BadOpcode: q.drops[DropBadOpcode].Load(),
+		BadPKey:   q.drops[DropBadPKey].Load(),
+		BadQKey:   q.drops[DropBadQKey].Load(),
+		BadICRC:   q.drops[DropBadICRC].Load(),
+		BadPad:    q.drops[DropBadPad].Load(),
+		NotForUs:  q.drops[DropNotForUs].Load(),
+		TooLong:   q.drops[DropTooLong].Load(),
+		Self:      q.drops[DropSelf].Load(),
+		Overflow:  q.overflowCount(),
 	}
 }
 
 // DropCounts implements verbs.DropCounter: the counters by reason name.
 func (q *QP) DropCounts() map[string]uint64 {
 	q.refreshSockDrops()
-	m := make(map[string]uint64, numDropReasons+2)
+	m := make(map[string]uint64, numDropReasons)
 	for r := DropTruncated; r < numDropReasons; r++ {
 		m[r.String()] = q.drops[r].Load()
 	}
-	m["receive queue overflow"] = q.overflowCount()
-	m["send dropped"] = q.sendDropped.Load()
+	m[verbs.DropOverflow] = q.overflowCount()
 	return m
 }
 

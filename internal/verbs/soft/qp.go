@@ -58,8 +58,7 @@ type QP struct {
 	// sockDrops is each socket's sk_drops (multicast, unicast) as last
 	// seen in SO_RXQ_OVFL or SO_MEMINFO: datagrams the kernel dropped
 	// because the socket buffer was full.
-	sockDrops   [2]atomic.Uint32
-	sendDropped atomic.Uint64
+	sockDrops [2]atomic.Uint32
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -491,7 +490,12 @@ func (a *ah) Attr() verbs.AHAttr { return a.attr }
 func (a *ah) Close() error       { a.closed.Store(true); return nil }
 
 // CreateAH checks that the DGID is an IPv4-mapped GID (::ffff:a.b.c.d,
-// unicast or multicast) and resolves it to a.b.c.d:4791.
+// unicast or multicast) and resolves it to a.b.c.d:4791. For a unicast
+// DGID it asks the kernel for the route from the QP's own address, as
+// ibv_create_ah does on RoCE (it resolves the route and neighbour): a
+// destination that cannot be reached fails here, wrapping the connect(2)
+// errno (ENETUNREACH with no route, EHOSTUNREACH, EINVAL for a loopback
+// source and a destination off the host).
 func (q *QP) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	a := attr.DGID.Addr()
 	if attr.DGID.IsZero() || !a.IsValid() {
@@ -500,7 +504,33 @@ func (q *QP) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	if !a.Is4() {
 		return nil, fmt.Errorf("soft: ibv_create_ah: DGID %v is not IPv4-mapped: %w", attr.DGID, verbs.ErrNotSupported)
 	}
-	return &ah{attr: attr, qp: q, dst: a.As4()}, nil
+	dst := a.As4()
+	if !a.IsMulticast() {
+		if err := routeFrom(q.unicast, dst); err != nil {
+			return nil, fmt.Errorf("soft: ibv_create_ah: route from %v to %v: %w", net.IP(q.unicast[:]), a, err)
+		}
+	}
+	return &ah{attr: attr, qp: q, dst: dst}, nil
+}
+
+// routeFrom asks the kernel's FIB for a route from src to dst:4791 by
+// connecting a UDP socket bound to src (nothing is sent).
+func routeFrom(src, dst [4]byte) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	// IP_FREEBIND: the source is checked by the route lookup, not the bind
+	// (127.q.q.q on lo is local anyway; a netdev's address is too).
+	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src}); err != nil {
+		return os.NewSyscallError("bind", err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: dst}); err != nil {
+		return os.NewSyscallError("connect", err)
+	}
+	return nil
 }
 
 // usable says why a verb cannot run on the QP: the queue it needs is
@@ -566,6 +596,7 @@ type sendQueue struct {
 	names  []unix.RawSockaddrInet4
 	msgs   []mmsghdr // one datagram per slot
 	status []verbs.WCStatus
+	errno  []unix.Errno // why a slot's send failed
 	icrc   udICRC
 
 	gso     bool       // UDP_SEGMENT works on this socket
@@ -593,6 +624,7 @@ func (s *sendQueue) init(q *QP, depth int) error {
 	s.names = make([]unix.RawSockaddrInet4, depth)
 	s.msgs = make([]mmsghdr, depth)
 	s.status = make([]verbs.WCStatus, depth)
+	s.errno = make([]unix.Errno, depth)
 	s.segID = make([]uint16, depth)
 	s.dlen = make([]int, depth)
 	s.flat = make([]byte, maxHdrSize+q.mtu+8)
@@ -622,10 +654,14 @@ func (s *sendQueue) init(q *QP, depth int) error {
 // synchronously: a signaled WR's completion is on the send CQ when
 // PostSend returns. A WR whose payload exceeds the MTU fails with
 // verbs.ErrMessageSize, one that finds the send CQ full with
-// verbs.ErrQueueFull; nothing from that WR on is posted. A datagram the
-// kernel drops for want of buffers (ENOBUFS, EAGAIN) is lost as on a wire
-// and still completes successfully (counted in Drops.SendDropped); any
-// other send error completes the WR with WCGeneralErr, signaled or not.
+// verbs.ErrQueueFull; nothing from that WR on is posted.
+//
+// The kernel's send errors are never lost. A single WR (len(wrs) == 1)
+// the kernel refuses (EMSGSIZE, ENETUNREACH, EPERM, ENOBUFS, ...) is not
+// posted: PostSend returns 0 and the error, wrapping
+// *os.SyscallError{"sendto", errno}. A WR of a batch the kernel refuses
+// completes with WCGeneralErr and WC.Errno, signaled or not. A full socket
+// buffer (EAGAIN) is waited out.
 func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
 	s.mu.Lock()
@@ -638,7 +674,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 		batch := wrs[posted:]
 		k, err := q.prepare(batch)
 		if k > 0 {
-			q.transmit(batch[:k])
+			if err := q.transmit(batch[:k], len(wrs) == 1); err != nil {
+				return posted, fmt.Errorf("soft: ibv_post_send: %w", err)
+			}
 			posted += k
 		}
 		if err != nil {
@@ -736,15 +774,16 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 		setIov(&s.iov[i][0], s.hdr[i][:hl])
 		setIov(&s.iov[i][1], payload)
 		setIov(&s.iov[i][2], tail)
-		s.status[i] = verbs.WCSuccess
+		s.status[i], s.errno[i] = verbs.WCSuccess, 0
 		s.psn = (s.psn + 1) & 0xFFFFFF
 	}
 	return k, nil
 }
 
 // transmit sends the prepared slots, a message per run, and completes the
-// WRs.
-func (q *QP) transmit(wrs []verbs.SendWR) {
+// WRs. For a lone WR (alone) that the kernel refused it queues no
+// completion and returns the error instead.
+func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 	s := &q.sq
 	nr := len(s.runs)
 	s.runs = append(s.runs, len(wrs))
@@ -768,25 +807,29 @@ func (q *QP) transmit(wrs []verbs.SendWR) {
 	for i := range wrs {
 		s.iov[i][1] = unix.Iovec{} // keep no caller's inline buffer alive
 	}
+	if alone && s.status[0] != verbs.WCSuccess {
+		return os.NewSyscallError("sendto", s.errno[0])
+	}
 	q.scq.mu.Lock()
 	for i := range wrs {
 		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
-			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn})
+			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn, Errno: uint32(s.errno[i])})
 		}
 	}
 	q.scq.mu.Unlock()
+	return nil
 }
 
 // sendRuns is sendmmsg; tests replace it to make the kernel refuse GSO.
 var sendRuns = sendmmsg
 
 // send sends msgs, msgs[r] carrying slots [runs[r], runs[r+1]), and
-// records what became of each slot: a run the kernel had no buffer for is
-// lost as on a wire (counted in sendDropped, completed successfully), one
-// the route cannot take as GSO (a device without checksum offload, an MTU
-// or size limit the run does not fit) is sent again one datagram at a
-// time and the QP stops making runs, and any other error fails the run's
-// WRs.
+// records what became of each slot: a run the route cannot take as GSO (a
+// device without checksum offload, an MTU or size limit the run does not
+// fit) is sent again one datagram at a time and the QP stops making runs;
+// any other error (ENOBUFS included: the kernel dropped it) fails the
+// run's WRs with that errno. A full socket buffer is waited out by
+// sendmmsg and sendto.
 func (q *QP) send(msgs []mmsghdr, runs []int) {
 	s := &q.sq
 	for r := 0; r < len(msgs); {
@@ -805,15 +848,17 @@ func (q *QP) send(msgs []mmsghdr, runs []int) {
 		switch {
 		case err == unix.EINTR:
 			continue
-		case err == unix.EAGAIN || err == unix.ENOBUFS:
-			q.sendDropped.Add(uint64(last - first))
 		case last-first > 1 && (err == unix.EIO || err == unix.EINVAL || err == unix.EOPNOTSUPP || err == unix.EMSGSIZE):
 			s.gso = false
 			q.resealAlone(first, last)
 			q.send(s.msgs[first:last], s.slotIdx[first:last+1])
 		default:
+			errno, _ := err.(unix.Errno)
+			if errno == 0 {
+				errno = unix.EIO
+			}
 			for i := first; i < last; i++ {
-				s.status[i] = verbs.WCGeneralErr
+				s.status[i], s.errno[i] = verbs.WCGeneralErr, errno
 			}
 		}
 		r++

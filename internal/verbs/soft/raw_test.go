@@ -128,7 +128,7 @@ func testRawBadPackets(t *testing.T, addrOnly bool) {
 	assert.Empty(t, a.recv(1, 20*time.Millisecond))
 	d := a.qp.Drops()
 	assert.Equal(t, soft.Drops{BadQKey: 1, BadICRC: 1, BadPKey: 1, NotForUs: 1, BadTVer: 1, BadOpcode: 1, Truncated: 1}, d)
-	assert.Equal(t, uint64(1), a.qp.DropCounts()["bad ICRC"])
+	assert.Equal(t, uint64(1), a.qp.DropCounts()[verbs.DropBadICRC])
 
 	// Every dropped datagram left its buffer posted: 15 remain.
 	for i := range 15 {

@@ -1,6 +1,10 @@
 package soft
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
 
 // RoCEv2 wire constants.
 const (
@@ -113,16 +117,16 @@ const (
 
 var dropNames = [numDropReasons]string{
 	Accepted:      "accepted",
-	DropTruncated: "truncated",
-	DropBadTVer:   "bad TVer",
-	DropBadOpcode: "bad opcode",
-	DropBadPKey:   "bad P_Key",
-	DropBadQKey:   "bad Q_Key",
-	DropBadICRC:   "bad ICRC",
-	DropBadPad:    "bad pad",
-	DropNotForUs:  "not for us",
-	DropTooLong:   "too long",
-	DropSelf:      "own loopback",
+	DropTruncated: verbs.DropTruncated,
+	DropBadTVer:   verbs.DropBadTVer,
+	DropBadOpcode: verbs.DropBadOpcode,
+	DropBadPKey:   verbs.DropBadPKey,
+	DropBadQKey:   verbs.DropBadQKey,
+	DropBadICRC:   verbs.DropBadICRC,
+	DropBadPad:    verbs.DropBadPad,
+	DropNotForUs:  verbs.DropNotForUs,
+	DropTooLong:   verbs.DropTooLong,
+	DropSelf:      verbs.DropOwnLoopback,
 }
 
 func (r DropReason) String() string {
