@@ -63,26 +63,34 @@ func nodeGUID(ifi *net.Interface) uint64 {
 	return h.Sum64()
 }
 
-// sysfsRoot is the root of the sysfs tree ipoib reads netdevs from: the
-// running system's. Tests call resolveAt with a fake tree.
-const sysfsRoot = "/"
+// liveNetdevs is the root lookupNetdev and resolveAt take to ask the
+// kernel about the netdevs of the current network namespace (rtnetlink).
+// Tests give them the root of a fake sysfs tree instead.
+const liveNetdevs = ""
 
 // netdevInfo is what the software backend needs to know of a netdev: its
 // kind, MTU and whether it can carry traffic.
 type netdevInfo struct {
 	kind ipoib.NetdevKind
 	mtu  int
-	// operState is sysfs operstate ("up", "unknown" for lo, "down",
-	// "lowerlayerdown", ...); "" when sysfs could not be read.
+	// operState is the operational state as sysfs operstate names it
+	// ("up", "unknown" for lo, "down", "lowerlayerdown", ...); "" when it
+	// could not be read.
 	operState string
 }
 
-// lookupNetdev reads a netdev's kind, MTU and operational state from sysfs
-// through ipoib. Without a readable sysfs (some containers) it falls back
-// to what the kernel's interface list says: the MTU, and loopback or
-// Ethernet by the flags.
+// lookupNetdev says what a netdev is. With root liveNetdevs it asks the
+// kernel over rtnetlink, for the network namespace the process runs in
+// (sysfs may show another one: a plain `unshare -n` keeps the host's
+// /sys). With any other root it reads the fake sysfs tree there through
+// ipoib (tests). Where neither answers it falls back to what the
+// interface list says: the MTU, and loopback or Ethernet by the flags.
 func lookupNetdev(root string, ifi *net.Interface) netdevInfo {
-	if n, err := ipoib.LookupNetdev(root, ifi.Name); err == nil {
+	if root == liveNetdevs {
+		if n, err := netlinkNetdev(ifi.Index); err == nil {
+			return n
+		}
+	} else if n, err := ipoib.LookupNetdev(root, ifi.Name); err == nil {
 		return netdevInfo{kind: n.Kind, mtu: n.MTU, operState: n.OperState}
 	}
 	k := ipoib.NetdevEthernet
@@ -106,7 +114,7 @@ func (n netdevInfo) unusable() string {
 }
 
 func portAttr(ifi *net.Interface) verbs.PortAttr {
-	info := lookupNetdev(sysfsRoot, ifi)
+	info := lookupNetdev(liveNetdevs, ifi)
 	st := verbs.PortDown
 	if ifi.Flags&net.FlagUp != 0 && info.unusable() == "" {
 		st = verbs.PortActive
@@ -177,14 +185,14 @@ func noDevice(format string, args ...any) error {
 // resolve finds the netdev and address cfg names: Addr selects the netdev
 // owning it; Interface selects the netdev and its first IPv4 address;
 // neither means loopback (127.0.0.1 on lo), never the default route's
-// interface. The netdev's kind, MTU and operational state come from sysfs
-// through ipoib: an IPoIB netdev is refused (RoCE v2 is UDP/IP on
+// interface. The netdev's kind, MTU and operational state come from the
+// kernel, for this network namespace (lookupNetdev): an IPoIB netdev is refused (RoCE v2 is UDP/IP on
 // Ethernet; InfiniBand is rdma-core's), and so is one that is up but has
 // no carrier.
-func resolve(cfg verbs.BindConfig) (*resolved, error) { return resolveAt(sysfsRoot, cfg) }
+func resolve(cfg verbs.BindConfig) (*resolved, error) { return resolveAt(liveNetdevs, cfg) }
 
 // resolveAt is resolve with the netdev's kind, MTU and operational state
-// read from the sysfs under root.
+// read as lookupNetdev(root) reads them.
 func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if cfg.IPv6 || (cfg.Addr != nil && cfg.Addr.To4() == nil) {
 		return nil, fmt.Errorf("soft: rdma6: IPv6 multicast groups are not supported on RoCE v2, as with rdma_cm (ENOTSUPP); use an IPv4 group (IPv6 groups need InfiniBand): %w", verbs.ErrNotSupported)

@@ -31,20 +31,24 @@ func loopback(t *testing.T) *net.Interface {
 	return lo
 }
 
-// The netdev's kind, MTU and state come from sysfs (ipoib); the tests give
-// the real lo fake sysfs entries, so that they run anywhere.
+// The netdev's kind, MTU and state come from the kernel (rtnetlink) for
+// the live system, and from a sysfs tree (ipoib) for the fake ones the
+// tests give the real lo, so that they run anywhere.
 func TestResolveThroughSysfs(t *testing.T) {
 	lo := loopback(t)
 
-	// The real sysfs: lo is loopback, operstate "unknown", usable.
-	r, err := resolveAt("/", verbs.BindConfig{})
+	// The live system: lo is loopback, operstate "unknown", usable, with
+	// the MTU the interface list (netlink too) says.
+	r, err := resolveAt(liveNetdevs, verbs.BindConfig{})
 	require.NoError(t, err)
 	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
 	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
 	assert.True(t, r.loopbak)
 	assert.Equal(t, verbs.MTUFromNetdev(lo.MTU), r.mtu)
+	info := lookupNetdev(liveNetdevs, lo)
+	assert.Equal(t, netdevInfo{kind: ipoib.NetdevLoopback, mtu: lo.MTU, operState: "unknown"}, info)
 
-	// The MTU is sysfs's.
+	// The MTU is the fake sysfs's.
 	root := t.TempDir()
 	fakeNetdev(t, root, lo.Name, map[string]string{"type": "772", "mtu": "1500", "operstate": "unknown"})
 	r, err = resolveAt(root, verbs.BindConfig{})
@@ -80,7 +84,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 
 	// No sysfs at all (some containers): the interface list's MTU and
 	// flags.
-	info := lookupNetdev(filepath.Join(t.TempDir(), "nosys"), lo)
+	info = lookupNetdev(filepath.Join(t.TempDir(), "nosys"), lo)
 	assert.Equal(t, ipoib.NetdevLoopback, info.kind)
 	assert.Equal(t, lo.MTU, info.mtu)
 	assert.Empty(t, info.unusable())

@@ -30,7 +30,7 @@ func (Provider) Devices() ([]verbs.DeviceAttr, error) {
 	}
 	devs := make([]verbs.DeviceAttr, 0, len(ifs))
 	for i := range ifs {
-		if lookupNetdev(sysfsRoot, &ifs[i]).kind == ipoib.NetdevIPoIB {
+		if lookupNetdev(liveNetdevs, &ifs[i]).kind == ipoib.NetdevIPoIB {
 			continue
 		}
 		devs = append(devs, deviceAttr(&ifs[i]))

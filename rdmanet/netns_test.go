@@ -1,0 +1,175 @@
+package rdmanet_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/ipoib"
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// freshNetnsMarker names the test a child process runs in a network
+// namespace of its own.
+const freshNetnsMarker = "RDMANET_FRESH_NETNS"
+
+// inFreshNetns runs the calling test again in a network namespace of its
+// own (`unshare -n`, lo up) and checks that it passed there; it returns
+// true in that child, where the test body runs. Such tests change lo
+// (its MTU) and must not do it in the namespace the rest run in: the
+// host's, or the one CI runs the suite in.
+func inFreshNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(freshNetnsMarker) == t.Name() {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it changes lo in a private network namespace (unshare -n)")
+	}
+	cmd := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+		os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), freshNetnsMarker+"="+t.Name(), "RDMANET_BACKEND=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a private network namespace:\n%s", out)
+	require.NoError(t, err)
+	require.Contains(t, string(out), "--- PASS: "+t.Name())
+	return false
+}
+
+func setLoMTU(t *testing.T, mtu string) {
+	t.Helper()
+	out, err := exec.Command("ip", "link", "set", "lo", "mtu", mtu).CombinedOutput()
+	require.NoError(t, err, "ip link set lo mtu %s: %s", mtu, out)
+}
+
+func softListen(t *testing.T, g *net.UDPAddr) *rdmanet.Conn {
+	t.Helper()
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// requireOpErrno checks that err is a *net.OpError whose chain holds the
+// errno, as net.UDPConn's send errors are.
+func requireOpErrno(t *testing.T, err error, errno syscall.Errno) {
+	t.Helper()
+	require.Error(t, err)
+	var oe *net.OpError
+	require.True(t, errors.As(err, &oe), "got %T (%v), want a *net.OpError", err, err)
+	require.ErrorIs(t, err, errno)
+}
+
+// MTU() is the netdev MTU of the namespace the conn lives in: in a plain
+// `unshare -n`, /sys/class/net/lo still shows the host's lo (65536), while
+// the namespace's lo has 1500, so RoCE's 1024.
+func TestMTUFromTheNetworkNamespace(t *testing.T) {
+	if !inFreshNetns(t) {
+		return
+	}
+	setLoMTU(t, "1500")
+	if b, err := os.ReadFile("/sys/class/net/lo/mtu"); err == nil {
+		t.Logf("sysfs says lo mtu %s (another namespace's, when it is not 1500)", strings.TrimSpace(string(b)))
+	}
+	g := newGroup()
+	c := softListen(t, g)
+	require.Equal(t, 1024, c.MTU(), "RoCE MTU for a netdev MTU of 1500")
+	for _, n := range []int{2000, 4096} {
+		_, err := c.WriteTo(make([]byte, n), g)
+		require.ErrorIs(t, err, rdmanet.ErrMessageTooLong, "%d bytes", n)
+	}
+	_, err := c.WriteTo(make([]byte, 1024), g)
+	require.NoError(t, err)
+	mustRead(t, c)
+}
+
+// A lone datagram the kernel refuses returns the kernel's errno from that
+// WriteTo: EMSGSIZE when lo's MTU fell under the conn (it is also
+// ErrMessageTooLong), counted by reason.
+func TestWriteToReturnsTheKernelsEMSGSIZE(t *testing.T) {
+	if !inFreshNetns(t) {
+		return
+	}
+	g := newGroup()
+	c := softListen(t, g)
+	require.Equal(t, 4096, c.MTU())
+	setLoMTU(t, "1500")
+	_, err := c.WriteTo(make([]byte, 2000), g)
+	requireOpErrno(t, err, syscall.EMSGSIZE)
+	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	require.NotErrorIs(t, err, rdmanet.ErrEarlierSendFailed)
+	st := c.Stats()
+	assert.Equal(t, uint64(1), st.SendErrors)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrMessageTooLong: 1}, st.SendFailed)
+	assert.Zero(t, st.Sent, "a refused datagram is not counted sent")
+
+	// The error was returned: the next write is not failed by it.
+	_, err = c.WriteTo(make([]byte, 1000), g)
+	require.NoError(t, err)
+	mustRead(t, c)
+}
+
+// A unicast destination with no route fails when its address handle is
+// made, at the first WriteTo to it, with ENETUNREACH, as ibv_create_ah
+// does on RoCE.
+func TestWriteToUnreachableUnicast(t *testing.T) {
+	if !inFreshNetns(t) {
+		return
+	}
+	c := softListen(t, newGroup())
+	to := &rdmanet.Addr{GID: ipoib.GIDFromIP(netip.MustParseAddr("::ffff:10.0.0.1")), QPN: 0x1234}
+	for range 2 { // the failed AH is not cached
+		n, err := c.WriteTo([]byte("unreach"), to)
+		assert.Zero(t, n)
+		requireOpErrno(t, err, syscall.ENETUNREACH)
+	}
+	st := c.Stats()
+	assert.Equal(t, uint64(2), st.SendErrors)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrNetUnreachable: 2}, st.SendFailed)
+}
+
+// A datagram of a batch the kernel refuses is known only after WriteBatch
+// posted it: it is counted, and the next write returns it (and sends
+// nothing); the one after that goes out.
+func TestBatchSendErrorReturnedByTheNextWrite(t *testing.T) {
+	if !inFreshNetns(t) {
+		return
+	}
+	g := newGroup()
+	c := softListen(t, g)
+	ga, err := c.GroupAddr(g)
+	require.NoError(t, err)
+	setLoMTU(t, "1500")
+	ms := []rdmanet.Message{
+		{Buffer: make([]byte, 100), Addr: ga},
+		{Buffer: make([]byte, 2000), Addr: ga},
+		{Buffer: make([]byte, 2000), Addr: ga},
+	}
+	n, err := c.WriteBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "all three posted")
+
+	_, err = c.WriteTo([]byte("next"), g)
+	requireOpErrno(t, err, syscall.EMSGSIZE)
+	require.ErrorIs(t, err, rdmanet.ErrEarlierSendFailed)
+	st := c.Stats()
+	assert.Equal(t, uint64(2), st.SendErrors)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrMessageTooLong: 2}, st.SendFailed)
+
+	b, _ := mustRead(t, c)
+	require.Len(t, b, 100, "the batch's first datagram went out")
+	_, err = c.WriteTo([]byte("after"), g)
+	require.NoError(t, err, "each failure is returned once")
+	b, _ = mustRead(t, c)
+	require.Equal(t, "after", string(b), "the failed write sent nothing")
+}
