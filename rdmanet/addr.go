@@ -63,20 +63,49 @@ func (a *Addr) IsMulticast() bool {
 	return verbs.GID(a.GID).IsMulticast()
 }
 
-// ParseAddr parses the GID/QPN form String returns. The QPN may be hex
-// with 0x or decimal.
+// ParseAddr parses the GID/QPN form String returns: a GID in IPv6 form
+// ("::ffff:10.99.0.1", "fe80::2:c903:0:1b41"; no zone, and no bare IPv4
+// address), a slash, and a QPN of at most 24 bits, in hex with 0x
+// ("0x000011") or in decimal ("17"). Nothing else is taken: no sign, no
+// underscores, no other base prefix. An error quotes at most the first 64
+// bytes of s.
 func ParseAddr(s string) (Addr, error) {
 	i := strings.LastIndexByte(s, '/')
 	if i < 0 {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %q: want GID/QPN", s)
+		return Addr{}, fmt.Errorf("rdmanet: bad address %s: want GID/QPN", quoteTrunc(s))
 	}
 	ip, err := netip.ParseAddr(s[:i])
-	if err != nil || ip.Zone() != "" {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %q: bad GID", s)
+	if err != nil || ip.Zone() != "" || ip.Is4() {
+		return Addr{}, fmt.Errorf("rdmanet: bad address %s: the GID must be an IPv6-form address without a zone (::ffff:a.b.c.d on RoCE)", quoteTrunc(s))
 	}
-	qpn, err := strconv.ParseUint(s[i+1:], 0, 32)
-	if err != nil || qpn > 0xFFFFFF {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %q: QPN must be a 24-bit number", s)
+	qpn, ok := parseQPN(s[i+1:])
+	if !ok {
+		return Addr{}, fmt.Errorf("rdmanet: bad address %s: the QPN must be a 24-bit number, hex with 0x or decimal", quoteTrunc(s))
 	}
-	return Addr{GID: ipoib.GID(ip.As16()), QPN: uint32(qpn)}, nil
+	return Addr{GID: ipoib.GID(ip.As16()), QPN: qpn}, nil
+}
+
+// parseQPN parses hex with 0x (or 0X) or decimal digits, at most 24 bits.
+func parseQPN(s string) (uint32, bool) {
+	base := 10
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		s, base = s[2:], 16
+	}
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, base, 32) // no underscores without base 0
+	if err != nil || v > 0xFFFFFF {
+		return 0, false
+	}
+	return uint32(v), true
+}
+
+// quoteTrunc quotes s for an error message, cut to 64 bytes.
+func quoteTrunc(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:max]) + fmt.Sprintf("... (%d bytes)", len(s))
 }

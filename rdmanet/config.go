@@ -66,6 +66,26 @@ type ListenConfig struct {
 	MaxInline int
 }
 
+// validate rejects what no default can mean: negative depths, sizes,
+// ports and spin windows.
+func (lc *ListenConfig) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"RecvDepth", int64(lc.RecvDepth)},
+		{"SendDepth", int64(lc.SendDepth)},
+		{"MaxInline", int64(lc.MaxInline)},
+		{"Port", int64(lc.Port)},
+		{"Spin", int64(lc.Spin)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("rdmanet: ListenConfig.%s is %d: it must not be negative (0 takes the default)", f.name, f.v)
+		}
+	}
+	return nil
+}
+
 func (lc *ListenConfig) withDefaults() ListenConfig {
 	c := *lc
 	if c.SendDepth <= 0 {
@@ -116,8 +136,16 @@ func chooseProvider(backend string, bc verbs.BindConfig) (verbs.Provider, error)
 }
 
 // ListenMulticast is like the package function ListenMulticast, with the
-// options of lc. ctx bounds the group join.
+// options of lc. ctx bounds the group join. A negative depth, MaxInline,
+// Port or Spin is an error.
 func (lc *ListenConfig) ListenMulticast(ctx context.Context, network string, ifi *net.Interface, group *net.UDPAddr) (*Conn, error) {
+	if err := lc.validate(); err != nil {
+		var addr net.Addr
+		if group != nil {
+			addr = group
+		}
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: err}
+	}
 	return listen(ctx, lc.withDefaults(), network, ifi, group)
 }
 

@@ -1,0 +1,92 @@
+package rdmanet_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// ParseAddr takes what its doc says: an IPv6-form GID, a slash, and a
+// 24-bit QPN in hex with 0x or in decimal; nothing else.
+func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
+	t.Parallel()
+	good := []struct {
+		in  string
+		qpn uint32
+	}{
+		{"::ffff:10.99.0.1/0x000011", 0x11},
+		{"::ffff:10.99.0.1/0X11", 0x11},
+		{"fe80::2:c903:0:1b41/0x000048", 0x48},
+		{"::ffff:10.99.0.1/17", 17},
+		{"::ffff:10.99.0.1/017", 17}, // decimal, not octal
+		{"::ffff:10.99.0.1/16777215", 0xFFFFFF},
+		{"ff0e::ffff:239.1.2.3/0xffffff", rdmanet.MulticastQPN},
+	}
+	for _, g := range good {
+		a, err := rdmanet.ParseAddr(g.in)
+		require.NoError(t, err, g.in)
+		assert.Equal(t, g.qpn, a.QPN, g.in)
+		back, err := rdmanet.ParseAddr(a.String())
+		require.NoError(t, err)
+		assert.Equal(t, a, back, "String and ParseAddr round-trip")
+	}
+	bad := []string{
+		"", "/", "::ffff:10.99.0.1", "::ffff:10.99.0.1/", "/0x11",
+		"10.99.0.1/0x11",               // a bare IPv4 address is not a GID
+		"fe80::1%eth0/0x11",            // no zone
+		"::ffff:10.99.0.1/0x",          // no digits
+		"::ffff:10.99.0.1/0o17",        // no octal prefix
+		"::ffff:10.99.0.1/0b101",       // no binary prefix
+		"::ffff:10.99.0.1/1_000",       // no underscores
+		"::ffff:10.99.0.1/0x1_0",       // not in hex either
+		"::ffff:10.99.0.1/+17",         // no sign
+		"::ffff:10.99.0.1/-1",          //
+		"::ffff:10.99.0.1/0x1000000",   // over 24 bits
+		"::ffff:10.99.0.1/16777216",    //
+		"::ffff:10.99.0.1/ 17",         // no spaces
+		"::ffff:10.99.0.1/0x11/0x11",   // one slash
+		"::ffff:10.99.0.1/99999999999", // over 32 bits too
+	}
+	for _, b := range bad {
+		_, err := rdmanet.ParseAddr(b)
+		assert.Error(t, err, "%q", b)
+	}
+
+	// An error does not echo unbounded input.
+	long := "::ffff:10.99.0.1/" + strings.Repeat("9", 1<<20)
+	_, err := rdmanet.ParseAddr(long)
+	require.Error(t, err)
+	assert.Less(t, len(err.Error()), 300, "error of %d bytes for a %d-byte input", len(err.Error()), len(long))
+	assert.Contains(t, err.Error(), "bytes)")
+}
+
+// Negative depths, sizes and windows are refused, not taken as defaults.
+func TestListenConfigRejectsNegativeValues(t *testing.T) {
+	t.Parallel()
+	for name, mod := range map[string]func(*rdmanet.ListenConfig){
+		"RecvDepth": func(lc *rdmanet.ListenConfig) { lc.RecvDepth = -1 },
+		"SendDepth": func(lc *rdmanet.ListenConfig) { lc.SendDepth = -5 },
+		"MaxInline": func(lc *rdmanet.ListenConfig) { lc.MaxInline = -1 },
+		"Port":      func(lc *rdmanet.ListenConfig) { lc.Port = -1 },
+		"Spin":      func(lc *rdmanet.ListenConfig) { lc.Spin = -time.Microsecond },
+	} {
+		lc := testConfig()
+		mod(&lc)
+		c, err := lc.ListenMulticast(context.Background(), "rdma", nil, newGroup())
+		if c != nil {
+			c.Close()
+		}
+		require.Error(t, err, name)
+		var oe *net.OpError
+		assert.ErrorAs(t, err, &oe, name)
+		assert.ErrorContains(t, err, "ListenConfig."+name, name)
+		assert.ErrorContains(t, err, "must not be negative", name)
+	}
+}
