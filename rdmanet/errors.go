@@ -14,6 +14,13 @@ var (
 	ErrMessageTooLong = errors.New("message longer than the path MTU")
 	// ErrNotJoined: a write to a group this conn has not joined.
 	ErrNotJoined = errors.New("group not joined: call JoinGroup first")
+	// ErrGroupLimit: JoinGroup (or ListenMulticast) would pass a
+	// multicast membership limit: on the software backend the kernel's
+	// net.ipv4.igmp_max_memberships (default 20) groups per conn; on
+	// rdma-core the device's max_mcast_grp groups, or its
+	// max_mcast_qp_attach QPs in one group. The error names the limit,
+	// its value and how to raise it.
+	ErrGroupLimit = verbs.ErrGroupLimit
 	// ErrDeviceRemoved: the RDMA device went away under the conn.
 	ErrDeviceRemoved = verbs.ErrDeviceRemoved
 	// ErrNotSupported: the backend or fabric cannot do what was asked,

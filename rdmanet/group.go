@@ -138,7 +138,12 @@ func (c *Conn) checkInterface(ifi *net.Interface) error {
 // JoinGroup joins the multicast group on the conn's port, as
 // golang.org/x/net/ipv4's PacketConn.JoinGroup does: group is a
 // *net.UDPAddr or *net.IPAddr, or an *Addr naming a raw MGID. ifi must be
-// nil or the conn's interface. One conn can be in many groups.
+// nil or the conn's interface. One conn can be in many groups, up to the
+// backend's limit, past which JoinGroup fails with ErrGroupLimit naming
+// it: on the software backend net.ipv4.igmp_max_memberships full-member
+// groups per conn (default 20; send-only groups do not count); on
+// rdma-core the device's max_mcast_grp groups and max_mcast_qp_attach QPs
+// per group (see `rdmanet devices`).
 func (c *Conn) JoinGroup(ifi *net.Interface, group net.Addr) error {
 	if err := c.checkOpen(); err != nil {
 		return c.opError("join", group, err)

@@ -173,3 +173,33 @@ func TestBatchSendErrorReturnedByTheNextWrite(t *testing.T) {
 	b, _ = mustRead(t, c)
 	require.Equal(t, "after", string(b), "the failed write sent nothing")
 }
+
+// The software backend's group limit is the kernel's per-socket
+// net.ipv4.igmp_max_memberships: the join past it fails with
+// ErrGroupLimit, and the error names the limit, its value and how to
+// raise it. Send-only groups do not count.
+func TestSoftwareGroupLimitIsNamed(t *testing.T) {
+	if !inFreshNetns(t) {
+		return
+	}
+	require.NoError(t, os.WriteFile("/proc/sys/net/ipv4/igmp_max_memberships", []byte("5"), 0o644))
+	c := softListen(t, nil)
+	for i := range 5 {
+		require.NoError(t, c.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 88, 0, byte(i))}), "group %d", i)
+	}
+	err := c.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 88, 0, 5)})
+	require.ErrorIs(t, err, rdmanet.ErrGroupLimit)
+	require.ErrorIs(t, err, syscall.ENOBUFS)
+	for _, want := range []string{"net.ipv4.igmp_max_memberships (5 in this network namespace)", "has 5 groups", "sysctl -w net.ipv4.igmp_max_memberships="} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.Len(t, c.Groups(), 5)
+
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: true}
+	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, nil)
+	require.NoError(t, err)
+	defer tx.Close()
+	for i := range 8 { // send-only: no IP membership
+		require.NoError(t, tx.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 88, 1, byte(i))}), "send-only group %d", i)
+	}
+}

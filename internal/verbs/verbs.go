@@ -59,6 +59,11 @@ var (
 	ErrMessageSize = errors.New("verbs: message longer than the path MTU")
 	// ErrQueueFull: a post found no room in the work queue.
 	ErrQueueFull = errors.New("verbs: work queue full")
+	// ErrGroupLimit: a join would pass a multicast membership limit (the
+	// software provider's net.ipv4.igmp_max_memberships per QP; a
+	// device's max_mcast_grp or max_mcast_qp_attach). The error says
+	// which, its value and how to raise it.
+	ErrGroupLimit = errors.New("verbs: multicast group limit reached")
 	// ErrDeviceRemoved: the device went away (DEVICE_REMOVAL).
 	ErrDeviceRemoved = errors.New("verbs: device removed")
 	// ErrClosed: the object was closed.

@@ -332,7 +332,11 @@ func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
 	if !sendOnly {
 		mreq := &unix.IPMreqn{Multiaddr: grp, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
 		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); err != nil {
-			return false, os.NewSyscallError("setsockopt IP_ADD_MEMBERSHIP", err)
+			err = os.NewSyscallError("setsockopt IP_ADD_MEMBERSHIP", err)
+			if errors.Is(err, unix.ENOBUFS) {
+				return false, groupLimitError(c.fullMembers(), err)
+			}
+			return false, err
 		}
 	}
 	if i >= 0 {
@@ -342,6 +346,29 @@ func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
 	}
 	c.membershipChanged()
 	return sendOnly, nil
+}
+
+// fullMembers counts the groups the QP joined as a full member: the IP
+// memberships of its multicast socket; c.mu is held.
+func (c *recvCQ) fullMembers() int {
+	n := 0
+	for _, g := range c.groups {
+		if !g.sendOnly {
+			n++
+		}
+	}
+	return n
+}
+
+// groupLimitError says that a join found the kernel's per-socket limit
+// of IP multicast memberships (ENOBUFS from IP_ADD_MEMBERSHIP): a QP's
+// full-member groups are its multicast socket's memberships.
+func groupLimitError(joined int, err error) error {
+	return fmt.Errorf("%w: %w: a software QP joins each group on one socket, and this one has %d groups, "+
+		"the limit of net.ipv4.igmp_max_memberships (%d in this network namespace); raise it with "+
+		"`sysctl -w net.ipv4.igmp_max_memberships=N` (or /proc/sys/net/ipv4/igmp_max_memberships), "+
+		"or spread the groups over more conns (send-only groups do not count)",
+		verbs.ErrGroupLimit, err, joined, maxMemberships())
 }
 
 func (q *QP) leave(grp [4]byte) error {
