@@ -37,3 +37,10 @@ func Transparent(q *QP) bool {
 	v, err := unix.GetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT)
 	return err == nil && v == 1
 }
+
+// FakePortHolder makes bind errors name the given holder of port 4791
+// (pid 0 and rxe false: none found) until restore is called.
+func FakePortHolder(pid int, comm string, rxe bool) (restore func()) {
+	portHolder = func() holder { return holder{pid: pid, comm: comm, rxe: rxe} }
+	return func() { portHolder = findPortHolder }
+}

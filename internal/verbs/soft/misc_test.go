@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -307,19 +309,75 @@ func TestMulticastSocketBoundOnlyToReceive(t *testing.T) {
 	assert.Equal(t, base+2, roceSockets(t), "a second group shares the socket")
 }
 
-// TestPortTakenSaysWhy: EADDRINUSE on port 4791, which the kernel's
-// Soft-RoCE holds in a namespace where it runs, says so. (Taking the port
-// for real would fail the other packages' tests, which go test runs at
-// the same time in the same namespace.)
+// TestPortTakenSaysWhy: EADDRINUSE on port 4791 says who holds it: the
+// kernel's Soft-RoCE, which binds it in a namespace where it runs,
+// another process, or, when neither is found, how to find out. (The real
+// holders are in TestPortHolderIsFound.)
 func TestPortTakenSaysWhy(t *testing.T) {
-	err := soft.BindError([4]byte{127, 1, 2, 3}, unix.EADDRINUSE)
-	require.ErrorIs(t, err, unix.EADDRINUSE)
-	assert.ErrorContains(t, err, "bind 127.1.2.3:4791")
-	assert.ErrorContains(t, err, "Soft-RoCE")
-	err = soft.BindError([4]byte{}, unix.EACCES)
+	for _, c := range []struct {
+		name      string
+		pid       int
+		comm      string
+		rxe       bool
+		want, not string
+	}{
+		{"rxe", 0, "", true, "the kernel's Soft-RoCE (rdma_rxe) binds it", "process"},
+		{"process", 4242, "mckey", false, "process 4242 (mckey) holds it", "Soft-RoCE"},
+		{"self", os.Getpid(), "soft.test", false, "another socket of this process", "Soft-RoCE"},
+		{"unknown", 0, "", false, "ss -ulpn", "Soft-RoCE"},
+	} {
+		restore := soft.FakePortHolder(c.pid, c.comm, c.rxe)
+		err := soft.BindError([4]byte{127, 1, 2, 3}, unix.EADDRINUSE)
+		restore()
+		require.ErrorIs(t, err, unix.EADDRINUSE, c.name)
+		assert.ErrorContains(t, err, "bind 127.1.2.3:4791", c.name)
+		assert.ErrorContains(t, err, c.want, c.name)
+		assert.NotContains(t, err.Error(), c.not, c.name)
+	}
+	err := soft.BindError([4]byte{}, unix.EACCES)
 	require.ErrorIs(t, err, unix.EACCES)
 	assert.NotContains(t, err.Error(), "Soft-RoCE")
 	assert.NoError(t, soft.BindError([4]byte{}, nil))
+}
+
+// TestPortHolderIsFound: with another process holding UDP 4791 (a child
+// of this test binary, bound to 0.0.0.0:4791 without SO_REUSEADDR), a
+// software QP's bind fails naming that process. It runs in a network
+// namespace of its own, re-executing itself under `unshare -n` (root).
+func TestPortHolderIsFound(t *testing.T) {
+	const marker = "RDMANET_PORT_HOLDER_NETNS"
+	if os.Getenv(marker) == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root: it takes UDP port 4791 in a private network namespace (unshare -n)")
+		}
+		cmd := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+			os.Args[0], "-test.run=^TestPortHolderIsFound$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), marker+"=1", "RDMANET_SOFT_NETNS=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a private network namespace:\n%s", out)
+		require.NoError(t, err)
+		require.Contains(t, string(out), "--- PASS: TestPortHolderIsFound")
+		return
+	}
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), holdPortEnv+"=1")
+	stdout, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	defer func() { child.Process.Kill(); child.Wait() }()
+	line := make([]byte, 64)
+	n, err := stdout.Read(line)
+	require.NoError(t, err)
+	require.Equal(t, "holding\n", string(line[:n]))
+
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	_, err = id.CreateQP(verbs.QPConfig{}) // binds 127.q.q.q:4791
+	require.ErrorIs(t, err, unix.EADDRINUSE)
+	comm := filepath.Base(os.Args[0])
+	comm = comm[:min(15, len(comm))] // TASK_COMM_LEN
+	assert.ErrorContains(t, err, fmt.Sprintf("process %d (%s) holds it", child.Process.Pid, comm))
 }
 
 // TestTransparentWhereAllowed: a QP's unicast socket has IP_TRANSPARENT

@@ -393,20 +393,20 @@ func (q *QP) leave(grp [4]byte) error {
 	return nil
 }
 
-// bindRoCE binds fd to addr:4791. EADDRINUSE there mostly means the
-// kernel's Soft-RoCE, whose socket holds the port in the namespace.
+// bindRoCE binds fd to addr:4791. EADDRINUSE there means another socket
+// holds the port without SO_REUSEADDR: often the kernel's Soft-RoCE's.
 func bindRoCE(fd int, addr [4]byte) error {
 	return bindError(addr, unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: addr}))
 }
 
-// bindError says what a failed bind to addr:4791 means.
+// bindError says what a failed bind to addr:4791 means: for EADDRINUSE,
+// who holds the port (portHolder).
 func bindError(addr [4]byte, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EADDRINUSE):
-		return fmt.Errorf("bind %v:%d: %w (the kernel's Soft-RoCE binds it in this network namespace: use the rdma-core backend here, or the software backend in another namespace)",
-			net.IP(addr[:]), UDPPort, err)
+		return fmt.Errorf("bind %v:%d: %w (%s)", net.IP(addr[:]), UDPPort, err, portHolder().why())
 	}
 	return fmt.Errorf("bind %v:%d: %w", net.IP(addr[:]), UDPPort, err)
 }
