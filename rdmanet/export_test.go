@@ -133,3 +133,17 @@ func (c quietChannel) Next() (verbs.Event, bool, error) {
 	}
 	return c.q.ID.Events().Next()
 }
+
+// DropCountKeys returns the keys of the drop counters of c's QP (all of
+// them, zero or not), and whether it counts drops at all.
+func DropCountKeys(c *Conn) ([]string, bool) {
+	dc, ok := c.qp.(verbs.DropCounter)
+	if !ok {
+		return nil, false
+	}
+	var keys []string
+	for k := range dc.DropCounts() {
+		keys = append(keys, k)
+	}
+	return keys, true
+}

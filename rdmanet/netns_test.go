@@ -203,3 +203,24 @@ func TestSoftwareGroupLimitIsNamed(t *testing.T) {
 		require.NoError(t, tx.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 88, 1, byte(i))}), "send-only group %d", i)
 	}
 }
+
+// Every reason a software QP counts (it reports them all, zero or not) is
+// one of the exported DropReasons, but its own loopback, which Stats counts
+// in Loopback. In the rxe VM it runs in a namespace of its own, where the
+// software backend can bind UDP 4791.
+func TestSoftwareDropKeysAreExported(t *testing.T) {
+	if testDevice != "" && !inFreshNetns(t) {
+		return
+	}
+	c := softListen(t, newGroup())
+	keys, ok := rdmanet.DropCountKeys(c)
+	require.True(t, ok, "the software QP counts drops")
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		if k != "own-loopback" {
+			assert.Contains(t, rdmanet.DropReasons, k, "drop reason %q is not an exported constant", k)
+		}
+	}
+	assert.Contains(t, keys, rdmanet.DropOverflow)
+	assert.Contains(t, keys, rdmanet.DropBadICRC)
+}

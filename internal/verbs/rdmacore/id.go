@@ -34,6 +34,9 @@ type id struct {
 	local     verbs.Binding
 	portState verbs.PortState
 	maxMcast  int
+	// The device's other multicast limits, for the error of an attach
+	// that passes one.
+	maxMcastAttach, maxTotalAttach int
 
 	removed atomic.Bool // DEVICE_REMOVAL seen
 	closed  atomic.Bool
@@ -251,6 +254,9 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (ve
 		if (errno == enotsupp || errno == unix.EOPNOTSUPP) && groupIsIPv6(g) {
 			return verbs.Membership{}, errIPv6RoCEv2(verb)
 		}
+		if ev.event == C.RN_RDMA_CM_EVENT_MULTICAST_ERROR && ev.status == -1 && !opt.SendOnly {
+			return verbs.Membership{}, d.attachError(verb, g)
+		}
 		return verbs.Membership{}, fmt.Errorf("%s: %s (status %d: %v) joining %s", verb, name, int(ev.status), errno, groupString(g))
 	}
 	ah := ahAttrFromC(&ev.ah_attr)
@@ -379,4 +385,16 @@ func ahAttrToC(in verbs.AHAttr) C.struct_rn_ibv_ah_attr {
 	a.sl = C.uint8_t(in.SL)
 	a.port_num = C.uint8_t(in.PortNum)
 	return a
+}
+
+// attachError is the error of a join whose MULTICAST_JOIN librdmacm turned
+// into MULTICAST_ERROR with status -1: its ibv_attach_mcast failed, and
+// the errno is lost (rdma_seterrno). Devices fail an attach at their
+// multicast limits (ENOMEM on rxe and mlx5): the error names them.
+func (d *id) attachError(verb string, g verbs.Group) error {
+	return fmt.Errorf("%s: joining %s: librdmacm's ibv_attach_mcast failed (MULTICAST_ERROR, status -1): %w: "+
+		"%s allows max_mcast_grp %d groups, max_mcast_qp_attach %d QPs in one group and "+
+		"max_total_mcast_qp_attach %d attachments in all (ibv_devinfo -v); they are the device's "+
+		"(rxe's are fixed when the kernel is built): spread the groups over another device, or use fewer conns per group",
+		verb, groupString(g), verbs.ErrGroupLimit, d.local.Device, d.maxMcast, d.maxMcastAttach, d.maxTotalAttach)
 }

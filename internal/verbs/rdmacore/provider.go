@@ -270,6 +270,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 		return fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
 	}
 	d.maxMcast = int(da.max_mcast_grp)
+	d.maxMcastAttach, d.maxTotalAttach = int(da.max_mcast_qp_attach), int(da.max_total_mcast_qp_attach)
 	pa, err := queryPort(ctx, name, port)
 	if err != nil {
 		return err
