@@ -23,7 +23,10 @@ const (
 const EnvBackend = "RDMANET_BACKEND"
 
 // ListenConfig holds options for listening. The zero value is ready to use:
-// backend auto, loopback on, full-member join, default depths.
+// backend auto, loopback on, full-member join, default depths. A zero
+// number takes the default; a negative one is an error. Each conn is one
+// QP: see the package doc's Limits for what a conn costs and how many
+// groups it can join.
 type ListenConfig struct {
 	// Backend is "auto" (or ""), "software" or "rdma-core". The
 	// RDMANET_BACKEND environment variable overrides it.
@@ -40,7 +43,10 @@ type ListenConfig struct {
 	// the number of sends in flight (default 256). RecvDepth defaults to
 	// 512 on rdma-core, where it is all the buffering a UD QP has, and to
 	// 64 on the software backend, where the socket buffer holds datagrams
-	// until a receive is posted and a short ring stays in cache.
+	// until a receive is posted and a short ring stays in cache. Each
+	// slot takes MTU()+40 bytes (rounded up to 64) of mapped memory, a
+	// send slot MTU() bytes. The device caps both (max_qp_wr; 16384 on
+	// the software backend).
 	RecvDepth int
 	SendDepth int
 	// DisableLoopback stops the conn from receiving its own multicast

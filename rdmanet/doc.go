@@ -43,6 +43,51 @@
 // naming a joined group's MGID, or a peer's *Addr for a unicast UD
 // datagram. Anything else is an error.
 //
+// # Errors
+//
+// Every error is a *net.OpError, as net.UDPConn's, and no datagram is lost
+// without an error or a count. A write longer than MTU() fails with
+// ErrMessageTooLong before anything is sent. A datagram the kernel refuses
+// returns the kernel's errno from that WriteTo (errors.Is(err,
+// syscall.EMSGSIZE), ENETUNREACH, EHOSTUNREACH, EPERM, ENOBUFS, ...); a
+// unicast peer that cannot be reached fails when its address handle is
+// made, at the first write to it, as ibv_create_ah does on RoCE. A failure
+// known only after its write returned (a message of a WriteBatch, a
+// device's error completion) is counted and returned by the next write,
+// wrapped with ErrEarlierSendFailed; that write sends nothing.
+//
+// # Stats
+//
+// Stats counts what was sent, received, truncated, and lost. Its maps are
+// keyed by exported constants, which are API: Stats.Dropped by DropOverflow
+// ("overflow": the receiver fell behind), DropWCError ("wc-error") and
+// the software backend's reasons for packets bad on the wire (DropBadICRC
+// "bad-icrc", DropBadQKey "bad-qkey", ...; all in DropReasons), and
+// Stats.SendFailed by the SendErr* reasons ("message-too-long",
+// "network-unreachable", ...; all in SendErrorReasons).
+//
+// # Limits
+//
+// Groups per conn: on the software backend a conn's full-member groups are
+// IP memberships of one socket, so the kernel's
+// net.ipv4.igmp_max_memberships caps them (default 20, set per network
+// namespace; `sysctl -w net.ipv4.igmp_max_memberships=N` raises it);
+// send-only groups do not count. On rdma-core the device's limits apply:
+// max_mcast_grp groups, max_mcast_qp_attach QPs (conns) in one group and
+// max_total_mcast_qp_attach attachments (rxe: 8192, 56 and 458752;
+// `ibv_devinfo -v` shows them). A join past a limit fails with
+// ErrGroupLimit, and the error names the limit and its value.
+//
+// Each conn is one UD QP. On the software backend, with the default depths
+// and MTU 4096, it holds 12 file descriptors (two UDP sockets, an epoll set,
+// eventfds, a QPN reservation, and the netpoller's copies), 2 goroutines,
+// about 1.3 MiB of memory mapped for its rings (RecvDepth 64 and SendDepth
+// 256 slots of MTU plus 40 bytes, rounded to 64) and the kernel's socket
+// buffers (4 MiB asked for each way, capped by net.core.rmem_max and
+// wmem_max, used only while datagrams wait). On rdma-core the ring
+// memory is registered with the device (RecvDepth defaults to 512 there).
+// ListenConfig rejects negative depths, MaxInline, Port and Spin.
+//
 // # Performance
 //
 // ReadFromAddr returns the sender as a value and allocates nothing;
