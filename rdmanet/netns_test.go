@@ -224,3 +224,27 @@ func TestSoftwareDropKeysAreExported(t *testing.T) {
 	assert.Contains(t, keys, rdmanet.DropOverflow)
 	assert.Contains(t, keys, rdmanet.DropBadICRC)
 }
+
+// A firewall's drop on output is the kernel's EPERM from that WriteTo,
+// counted as SendErrNotPermitted.
+func TestWriteToReturnsAFirewallsEPERM(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not found: apt-get install nftables")
+	}
+	if !inFreshNetns(t) {
+		return
+	}
+	g := newGroup()
+	c := softListen(t, g)
+	for _, args := range [][]string{
+		{"add", "table", "inet", "t"},
+		{"add", "chain", "inet", "t", "out", "{ type filter hook output priority 0; }"},
+		{"add", "rule", "inet", "t", "out", "udp", "dport", "4791", "drop"},
+	} {
+		out, err := exec.Command("nft", args...).CombinedOutput()
+		require.NoError(t, err, "nft %v: %s", args, out)
+	}
+	_, err := c.WriteTo([]byte("dropped"), g)
+	requireOpErrno(t, err, syscall.EPERM)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrNotPermitted: 1}, c.Stats().SendFailed)
+}

@@ -1,0 +1,54 @@
+package soft_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// WRs of a batch the kernel refuses complete with WCGeneralErr and the
+// errno in WC.Errno, signaled or not, and none is lost: here twice as many
+// error completions as the send CQ is deep. (Not parallel: RefuseGSO
+// replaces the QPs' sendmmsg.)
+func TestBatchSendErrorsCompleteWithTheirErrno(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{SendDepth: 4})
+	_, ah := e.join("239.202.9.1", true)
+	refused, restore := soft.RefuseGSO(unix.EPERM)
+	defer restore()
+	wrs := make([]verbs.SendWR, 8)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(0, 100), AH: ah,
+			RemoteQPN: verbs.MulticastQPN, RemoteQKey: e.qp.QKey()}
+	}
+	n, err := e.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n, "a batch is posted; its errors complete")
+	require.Equal(t, int32(2), refused.Load(), "two GSO runs of 4, both refused")
+
+	wcs := make([]verbs.WC, 16)
+	n, err = e.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n, "every error completion is kept, past the CQ's depth of 4")
+	for i, wc := range wcs[:n] {
+		assert.Equal(t, uint64(i), wc.WRID)
+		assert.Equal(t, verbs.WCGeneralErr, wc.Status)
+		assert.Equal(t, uint32(unix.EPERM), wc.Errno)
+	}
+
+	// Sends that go out complete successfully, with no errno.
+	restore()
+	wrs[0].Flags = verbs.SendSignaled
+	n, err = e.qp.PostSend(wrs[:2])
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = e.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the signaled one")
+	assert.Equal(t, verbs.WCSuccess, wcs[0].Status)
+	assert.Zero(t, wcs[0].Errno)
+}
