@@ -84,9 +84,12 @@
 // about 1.3 MiB of memory mapped for its rings (RecvDepth 64 and SendDepth
 // 256 slots of MTU plus 40 bytes, rounded to 64) and the kernel's socket
 // buffers (4 MiB asked for each way, capped by net.core.rmem_max and
-// wmem_max, used only while datagrams wait). On rdma-core the ring
-// memory is registered with the device (RecvDepth defaults to 512 there).
-// ListenConfig rejects negative depths, MaxInline, Port and Spin.
+// wmem_max, used only while datagrams wait). On rdma-core (measured on
+// rxe, MTU 1024, RecvDepth 512) it holds 6 file descriptors, 1 goroutine,
+// about 10 MiB mapped (its rings, registered with the device, and the
+// provider's queue mappings), of which 1.6 MiB resident. TestPerConnCost
+// measures both. ListenConfig rejects negative depths, MaxInline, Port
+// and Spin.
 //
 // # Performance
 //
