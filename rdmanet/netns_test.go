@@ -248,3 +248,28 @@ func TestWriteToReturnsAFirewallsEPERM(t *testing.T) {
 	requireOpErrno(t, err, syscall.EPERM)
 	assert.Equal(t, map[string]uint64{rdmanet.SendErrNotPermitted: 1}, c.Stats().SendFailed)
 }
+
+// A device's error completion (no errno, as on rdma-core) is counted as
+// SendErrCompletion and returned by the next write, once.
+func TestErrorCompletionReturnedByTheNextWrite(t *testing.T) {
+	if testDevice != "" && !inFreshNetns(t) {
+		return
+	}
+	g := newGroup()
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendFailedCompletions, SendDepth: 4} // every send signaled
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.WriteTo([]byte("fails later"), g)
+	require.NoError(t, err, "posted: its completion comes after")
+	_, err = c.WriteTo([]byte("next"), g)
+	require.ErrorIs(t, err, rdmanet.ErrEarlierSendFailed)
+	var oe *net.OpError
+	require.ErrorAs(t, err, &oe)
+	require.ErrorContains(t, err, "fatal error")
+	st := c.Stats()
+	assert.Equal(t, uint64(1), st.SendErrors)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrCompletion: 1}, st.SendFailed)
+	_, err = c.WriteTo([]byte("after"), g)
+	require.NoError(t, err, "returned once; the next write's own completion fails later")
+}

@@ -1,0 +1,46 @@
+package rdmanet
+
+import "github.com/go-rdma/rdmanet/internal/verbs"
+
+// BackendFailedCompletions is a test backend: the software provider,
+// except that every send completion has an error status and no errno, as a
+// device's error completion has on rdma-core.
+const BackendFailedCompletions = "test-failed-completions"
+
+func init() { verbs.Register(failingProvider{}) }
+
+type failingProvider struct{ stuckProvider }
+
+func (failingProvider) Name() string                   { return BackendFailedCompletions }
+func (p failingProvider) Serves(verbs.BindConfig) bool { return false }
+func (p failingProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
+	id, err := p.soft().Bind(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return failingID{id}, nil
+}
+
+type failingID struct{ verbs.ID }
+
+func (f failingID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
+	qp, err := f.ID.CreateQP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return failingQP{qp}, nil
+}
+
+type failingQP struct{ verbs.QP }
+
+func (q failingQP) SendCQ() verbs.CQ { return failingCQ{q.QP.SendCQ()} }
+
+type failingCQ struct{ verbs.CQ }
+
+func (c failingCQ) Poll(wcs []verbs.WC) (int, error) {
+	n, err := c.CQ.Poll(wcs)
+	for i := range wcs[:n] {
+		wcs[i].Status, wcs[i].Errno = verbs.WCFatalErr, 0
+	}
+	return n, err
+}
