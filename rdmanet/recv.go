@@ -48,6 +48,7 @@ func (c *Conn) initRecv() error {
 	r.repost = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
 	r.repostAt = max(1, min(repostBatch, c.cfg.RecvDepth/4))
 	c.lend.returned = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
+	c.lend.owner = make([]atomic.Uint64, c.cfg.RecvDepth)
 	for i := 0; i < c.cfg.RecvDepth; i++ {
 		r.repost = append(r.repost, c.recvWR(uint64(i)))
 	}
