@@ -118,8 +118,18 @@ func (c *Conn) pollRecv() (int, error) {
 // nextRecv returns the next deliverable completion and its payload,
 // waiting when none is pending; rd.mu is held. The caller releases the
 // buffer with releaseRecv after copying.
+//
+// A blocking call (the first datagram of a read) fails once the read
+// deadline has passed, whether or not a datagram is waiting, as
+// net.UDPConn's reads do.
 func (c *Conn) nextRecv(block bool) (*verbs.WC, []byte, error) {
 	r := &c.rd
+	if block && deadlinePassed(&r.deadline) {
+		if err := c.checkOpen(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, os.ErrDeadlineExceeded
+	}
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, nil, err
@@ -223,7 +233,7 @@ type Message struct {
 // for the batch.
 func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	if len(ms) == 0 {
-		return 0, nil
+		return 0, c.opError("read", nil, c.checkOpen())
 	}
 	c.rd.mu.Lock()
 	i := 0

@@ -244,6 +244,9 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	err := c.checkOpen()
+	if err == nil && deadlinePassed(&s.deadline) {
+		err = os.ErrDeadlineExceeded // at once, as net.UDPConn
+	}
 	var t target
 	if err == nil {
 		t, err = c.resolve(addr)
@@ -269,10 +272,16 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := c.checkOpen(); err != nil {
+		return 0, c.opError("write", nil, err)
+	}
 	sent := 0
 	for sent < len(ms) {
 		if err := c.checkOpen(); err != nil {
 			return sent, c.opError("write", nil, err)
+		}
+		if deadlinePassed(&s.deadline) {
+			return sent, c.opError("write", nil, os.ErrDeadlineExceeded)
 		}
 		k := len(ms) - sent
 		if k > sendBatch {

@@ -1,10 +1,6 @@
 package rdmanet
 
-import (
-	"sync/atomic"
-
-	"github.com/go-rdma/rdmanet/internal/verbs"
-)
+import "sync/atomic"
 
 // Stats counts what a Conn did. Counters only grow.
 type Stats struct {
@@ -37,7 +33,8 @@ type counters struct {
 	wcErrors, sendErrors, rejoins       uint64
 }
 
-// Stats returns a snapshot of the conn's counters.
+// Stats returns a snapshot of the conn's counters. After Close it returns
+// the counters as they stood at Close.
 func (c *Conn) Stats() Stats {
 	s := Stats{
 		Sent:       atomic.LoadUint64(&c.ctr.sent),
@@ -51,16 +48,14 @@ func (c *Conn) Stats() Stats {
 	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
 		s.Dropped["wc-error"] = n
 	}
-	if dc, ok := c.qp.(verbs.DropCounter); ok {
-		for k, v := range dc.DropCounts() {
-			switch {
-			case v == 0:
-			case k == ownLoopback:
-				// Blocked by the device on request: not a loss.
-				s.Loopback += v
-			default:
-				s.Dropped[k] += v
-			}
+	for k, v := range c.qpDropCounts() {
+		switch {
+		case v == 0:
+		case k == ownLoopback:
+			// Blocked by the device on request: not a loss.
+			s.Loopback += v
+		default:
+			s.Dropped[k] += v
 		}
 	}
 	return s
