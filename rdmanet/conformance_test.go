@@ -462,6 +462,56 @@ var conformanceCases = []conformanceCase{
 		default:
 		}
 	}},
+	{"blocked writes while the deadline moves", func(t *testing.T, s subject) {
+		if s.openStuck == nil {
+			t.Skip("n/a: no way to make this subject's write block (loopback UDP and rxe complete sends at once)")
+		}
+		p := s.openStuck(t)
+		const writers = 6
+		var timeouts atomic.Int32
+		errc := make(chan error, writers)
+		for i := 0; i < writers; i++ {
+			go func() {
+				for {
+					_, err := p.tx.WriteTo([]byte("w"), p.dst)
+					switch {
+					case isTimeout(err):
+						timeouts.Add(1)
+					case err == nil:
+						errc <- errors.New("WriteTo succeeded with the send ring full")
+						return
+					default:
+						errc <- err
+						return
+					}
+				}
+			}()
+		}
+		stop := time.Now().Add(300 * time.Millisecond)
+		for i := 0; time.Now().Before(stop); i++ {
+			var d time.Time
+			switch i % 3 {
+			case 0:
+				d = time.Now().Add(-time.Second)
+			case 1:
+				d = time.Now().Add(time.Millisecond)
+			}
+			require.NoError(t, p.tx.SetWriteDeadline(d))
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, p.tx.SetWriteDeadline(time.Time{}))
+		require.NotZero(t, timeouts.Load(), "no blocked write ever timed out")
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, p.tx.Close())
+		for i := 0; i < writers; i++ {
+			select {
+			case err := <-errc:
+				closedErr(t, err, "blocked WriteTo at Close")
+			case <-time.After(5 * time.Second):
+				t.Fatal("a blocked writer did not end at Close")
+			}
+		}
+	}},
 	{"Close during a blocked read", func(t *testing.T, s subject) {
 		p := s.open(t)
 		ch := blockedRead(p.rx)
