@@ -33,10 +33,11 @@ type lendState struct {
 //
 // The rule: call Release when done with Payload, and do not touch Payload
 // (of any copy of the Datagram) after that. The buffer goes back to the
-// ring exactly once whatever is done with copies: Release on a second
-// copy, a Release racing another on another goroutine, a Release after
-// the buffer was lent again, and a Release after Close do nothing. A buffer that is lent is a buffer the device
-// cannot fill: while lent buffers are out, the receive ring is that much
+// ring exactly once, through whichever copy is released first: a second
+// Release, on that copy or another, one racing it on another goroutine,
+// one on a stale copy after the buffer was lent again, and one after
+// Close do nothing. A buffer that is lent is a buffer the device cannot
+// fill: while lent buffers are out, the receive ring is that much
 // shallower, and when every buffer (ListenConfig.RecvDepth) is lent,
 // arriving datagrams are dropped. Datagrams still lent at Close are
 // reclaimed by Close; their Payload is invalid from then on.
@@ -71,10 +72,10 @@ func (c *Conn) ReadLend() (Datagram, error) {
 	return d, nil
 }
 
-// Release gives the buffer back to the receive ring and clears Payload.
-// Only the first Release of a lending counts: calling it again, on a copy,
-// from several goroutines at once, or after the conn closed does nothing.
-// It allocates nothing.
+// Release gives the buffer back to the receive ring and clears this
+// copy's Payload. Only the first Release of a lending, through any copy,
+// gives the buffer back; the others, and any after Close, do nothing. It
+// is safe on any goroutine and allocates nothing.
 func (d *Datagram) Release() {
 	c := d.c
 	d.Payload = nil
