@@ -150,7 +150,7 @@ func closedErr(t *testing.T, err error, what string) {
 
 // atOnce is how long "at once" may take on a loaded 2-core machine or in
 // the emulated VM.
-const atOnce = 300 * time.Millisecond
+const atOnce = time.Second
 
 // readWithin reads one datagram with a deadline d from now.
 func readWithin(c net.PacketConn, b []byte, d time.Duration) (int, net.Addr, error) {
