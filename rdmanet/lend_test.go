@@ -241,3 +241,36 @@ func TestReadLendReleaseCopyAfterClose(t *testing.T) {
 	_, err = rx.ReadLend()
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// Release of lent datagrams and their copies racing Close (run with
+// -race): no panic, no race, and the conn is closed.
+func TestReadLendReleaseRacesClose(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	var lent []rdmanet.Datagram
+	for i := 0; i < 16; i++ {
+		_, err := tx.WriteTo([]byte("racing"), g)
+		require.NoError(t, err)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		d, err := rx.ReadLend()
+		require.NoError(t, err)
+		lent = append(lent, d, d)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range lent {
+		wg.Add(1)
+		go func(d rdmanet.Datagram) {
+			defer wg.Done()
+			<-start
+			d.Release()
+		}(lent[i])
+	}
+	close(start)
+	require.NoError(t, rx.Close())
+	wg.Wait()
+	_, err := rx.ReadLend()
+	require.ErrorIs(t, err, net.ErrClosed)
+}
