@@ -28,11 +28,12 @@ type Conn struct {
 	self    Addr         // this QP's address
 	mtu     atomic.Int32 // path MTU: the port's, lowered by joins
 
-	ctx      context.Context // canceled by Close: bounds joins
-	cancel   context.CancelFunc
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	fatalErr atomic.Pointer[error] // set on device removal
+	ctx        context.Context // canceled by Close: bounds joins
+	cancel     context.CancelFunc
+	closed     atomic.Bool
+	closeMu    sync.Mutex            // held by Close; Stats takes it
+	finalDrops map[string]uint64     // the QP's drop counts at Close
+	fatalErr   atomic.Pointer[error] // set on device removal
 
 	loopback atomic.Bool    // deliver own multicast messages
 	bg       sync.WaitGroup // rejoin goroutines
@@ -146,13 +147,22 @@ func (c *Conn) teardown() {
 }
 
 // Close leaves every group, unblocks every blocked call (they return
-// net.ErrClosed), and frees the QP, CQs, memory and file descriptors. It is
-// idempotent: later calls return nil.
+// net.ErrClosed), and frees the QP, CQs, memory and file descriptors.
+//
+// As with net.UDPConn, only the first call closes: later ones return a
+// *net.OpError (Op "close") wrapping net.ErrClosed. On a closed conn every
+// I/O, deadline and group call (ReadFrom, ReadFromAddr, ReadBatch,
+// ReadLend, WriteTo, WriteBatch, Set*Deadline, JoinGroup, LeaveGroup,
+// GroupAddr, SetMulticastLoopback) returns a *net.OpError wrapping
+// net.ErrClosed; Groups returns none; Stats returns the counters as they
+// stood at Close; LocalAddr, MTU, MulticastLoopback and Backend keep
+// answering with the conn's last values, as net.UDPConn's LocalAddr does.
+// A Datagram still lent is reclaimed: its Release does nothing.
 func (c *Conn) Close() error {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
 	if c.closed.Swap(true) {
-		return nil
+		return c.opError("close", nil, net.ErrClosed)
 	}
 	c.cancel()
 	// Unblock waiters, then wait for in-flight reads and writes to leave
@@ -166,10 +176,33 @@ func (c *Conn) Close() error {
 	c.grp.mu.Lock()
 	c.lend.mu.Lock() // a Release in flight finishes before the QP goes
 	c.lend.mu.Unlock()
+	c.finalDrops = c.dropCounts() // the QP's counters go with it
 	c.teardown()
+	c.grp.byIP, c.grp.byMGID = nil, nil
+	c.wr.lastGroup = nil
 	c.grp.mu.Unlock()
 	c.wr.mu.Unlock()
 	c.rd.mu.Unlock()
+	return nil
+}
+
+// qpDropCounts returns the QP's drop counters by reason; after Close, the
+// ones it had then (the QP, and the sockets a software QP reads them from,
+// are gone).
+func (c *Conn) qpDropCounts() map[string]uint64 {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Load() {
+		return c.finalDrops
+	}
+	return c.dropCounts()
+}
+
+// dropCounts asks the QP for its drop counters; closeMu is held.
+func (c *Conn) dropCounts() map[string]uint64 {
+	if dc, ok := c.qp.(verbs.DropCounter); ok {
+		return dc.DropCounts()
+	}
 	return nil
 }
 
@@ -258,7 +291,8 @@ func (c *Conn) SetMulticastLoopback(on bool) error {
 // messages.
 func (c *Conn) MulticastLoopback() bool { return c.loopback.Load() }
 
-// SetDeadline sets the read and write deadlines.
+// SetDeadline sets the read and write deadlines, as SetReadDeadline and
+// SetWriteDeadline do.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
@@ -266,7 +300,12 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	return c.SetWriteDeadline(t)
 }
 
-// SetReadDeadline sets the deadline for reads, including one blocked now.
+// SetReadDeadline sets the deadline for ReadFrom, ReadFromAddr, ReadBatch
+// and ReadLend, with net.Conn's rules: a read called once the deadline has
+// passed fails at once, even with a datagram waiting, with a *net.OpError
+// for which errors.Is(err, os.ErrDeadlineExceeded) and Timeout() hold; a
+// new deadline takes effect on reads blocked now (a past one wakes them);
+// the zero time means no deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if err := c.checkOpen(); err != nil {
 		return c.opError("set", nil, err)
@@ -275,8 +314,10 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	return c.opError("set", nil, c.rd.waiter.SetDeadline(t))
 }
 
-// SetWriteDeadline sets the deadline for writes that must wait for a send
-// slot.
+// SetWriteDeadline sets the deadline for WriteTo and WriteBatch, with the
+// rules SetReadDeadline has: once it has passed, a write fails at once with
+// a timeout and sends nothing, also when it would not have had to wait for
+// a send slot; writes blocked on a full send ring wake when it is moved.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if err := c.checkOpen(); err != nil {
 		return c.opError("set", nil, err)

@@ -49,6 +49,9 @@ func (g *groupState) lookupMGID(mgid ipoib.GID) *membership {
 func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 	c.grp.mu.Lock()
 	defer c.grp.mu.Unlock()
+	if c.closed.Load() { // Close ran since JoinGroup looked
+		return net.ErrClosed
+	}
 	if c.grp.byIP == nil {
 		c.grp.byIP = map[netip.Addr]*membership{}
 		c.grp.byMGID = map[ipoib.GID]*membership{}
@@ -182,6 +185,9 @@ func (c *Conn) leave(g verbs.Group) error {
 	defer c.wr.mu.Unlock()
 	c.grp.mu.Lock()
 	defer c.grp.mu.Unlock()
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
 	var m *membership
 	if g.IP != nil {
 		ip, _ := netip.AddrFromSlice(g.IP)
@@ -204,6 +210,9 @@ func (c *Conn) leave(g verbs.Group) error {
 // GroupAddr returns the Addr of a joined group (its MGID and the multicast
 // QPN), for WriteBatch. group is as for JoinGroup.
 func (c *Conn) GroupAddr(group net.Addr) (Addr, error) {
+	if err := c.checkOpen(); err != nil {
+		return Addr{}, c.opError("lookup", group, err)
+	}
 	g, err := groupOf(group)
 	if err != nil {
 		return Addr{}, c.opError("lookup", group, err)
@@ -221,7 +230,8 @@ func (c *Conn) GroupAddr(group net.Addr) (Addr, error) {
 	return Addr{GID: ipoib.GID(m.m.MGID), QPN: m.m.RemoteQPN}, nil
 }
 
-// Groups returns the MGIDs of the groups the conn is in.
+// Groups returns the MGIDs of the groups the conn is in: none once it is
+// closed.
 func (c *Conn) Groups() []Addr {
 	c.grp.mu.RLock()
 	defer c.grp.mu.RUnlock()

@@ -11,18 +11,33 @@ import (
 // on any goroutine, also while a reader is blocked holding rd.mu, so
 // returned buffers go through their own lock and are posted either by
 // Release itself (a batch, or when the ring runs low) or by the next read.
+//
+// A Datagram is a value that callers copy, so what it holds cannot say
+// whether its buffer was given back. The conn keeps that instead: one
+// ownership word per receive buffer (indexed by its WRID), odd while the
+// buffer is lent. ReadLend makes it odd and gives the Datagram the value;
+// Release moves it on to the next even value with a compare-and-swap,
+// which only the first Release of that lending can do: a second copy, a
+// copy released concurrently, or a stale copy from an earlier lending of
+// the same buffer all find another value and do nothing. 64 bits never
+// wrap in practice, so an old value cannot come round again.
 type lendState struct {
 	mu       sync.Mutex
 	returned []verbs.RecvWR
 	lent     atomic.Int64
+	owner    []atomic.Uint64 // per receive buffer: odd while lent
 }
 
 // Datagram is a received datagram lent by ReadLend: Payload aliases the
 // conn's registered receive buffer, so reading it costs no copy.
 //
-// The rule: call Release exactly once when done with Payload, and do not
-// touch Payload after that. A buffer that is lent is a buffer the device
-// cannot fill: while lent buffers are out, the receive ring is that much
+// The rule: call Release when done with Payload, and do not touch Payload
+// (of any copy of the Datagram) after that. The buffer goes back to the
+// ring exactly once, through whichever copy is released first: a second
+// Release, on that copy or another, one racing it on another goroutine,
+// one on a stale copy after the buffer was lent again, and one after
+// Close do nothing. A buffer that is lent is a buffer the device cannot
+// fill: while lent buffers are out, the receive ring is that much
 // shallower, and when every buffer (ListenConfig.RecvDepth) is lent,
 // arriving datagrams are dropped. Datagrams still lent at Close are
 // reclaimed by Close; their Payload is invalid from then on.
@@ -31,7 +46,7 @@ type Datagram struct {
 	From    Addr
 	c       *Conn
 	wrid    uint64
-	done    bool
+	lending uint64 // the buffer's ownership word while this lending lasts
 }
 
 // ReadLend reads one datagram without copying it: the Datagram lends the
@@ -42,6 +57,7 @@ func (c *Conn) ReadLend() (Datagram, error) {
 	var d Datagram
 	if err == nil {
 		d = Datagram{Payload: buf[verbs.GRHSize:], c: c, wrid: wc.WRID}
+		d.lending = c.lend.owner[wc.WRID].Add(1) // odd: lent
 		d.From.QPN = wc.SrcQP
 		if wc.Flags&verbs.WCGRH != 0 {
 			d.From.GID = grhSGID(buf)
@@ -56,15 +72,20 @@ func (c *Conn) ReadLend() (Datagram, error) {
 	return d, nil
 }
 
-// Release gives the buffer back to the receive ring. Calling it twice, or
-// after the conn closed, does nothing.
+// Release gives the buffer back to the receive ring and clears this
+// copy's Payload. Only the first Release of a lending, through any copy,
+// gives the buffer back; the others, and any after Close, do nothing. It
+// is safe on any goroutine and allocates nothing.
 func (d *Datagram) Release() {
 	c := d.c
-	if c == nil || d.done {
+	d.Payload = nil
+	if c == nil {
 		return
 	}
-	d.done, d.Payload = true, nil
 	l := &c.lend
+	if !l.owner[d.wrid].CompareAndSwap(d.lending, d.lending+1) {
+		return // released already, through this copy or another
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.closed.Load() {

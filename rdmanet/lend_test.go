@@ -3,8 +3,10 @@ package rdmanet_test
 import (
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
@@ -131,5 +133,144 @@ func TestReadLendAfterClose(t *testing.T) {
 	require.NoError(t, rx.Close())
 	d.Release() // after Close: nothing to give back, no panic
 	_, err = rx.ReadLend()
+	require.ErrorIs(t, err, net.ErrClosed)
+}
+
+// heldIntact reads n datagrams with ReadLend while holding every one, and
+// checks that no two share a receive buffer and that each payload is still
+// the one read: a buffer posted twice would take two datagrams at once.
+func heldIntact(t *testing.T, rx, tx *rdmanet.Conn, g *net.UDPAddr, round, n int) {
+	t.Helper()
+	held := make([]rdmanet.Datagram, 0, n)
+	want := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		msg := fmt.Sprintf("round %d msg %d", round, i)
+		_, err := tx.WriteTo([]byte(msg), g)
+		require.NoError(t, err)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		d, err := rx.ReadLend()
+		require.NoError(t, err, "round %d datagram %d", round, i)
+		held = append(held, d)
+		want = append(want, msg)
+	}
+	bufs := map[*byte]int{}
+	for i, d := range held {
+		p := unsafe.SliceData(d.Payload)
+		if j, dup := bufs[p]; dup {
+			t.Fatalf("round %d: datagrams %d and %d were lent the same receive buffer", round, j, i)
+		}
+		bufs[p] = i
+		require.Equal(t, want[i], string(d.Payload), "round %d: datagram %d overwritten while lent", round, i)
+	}
+	for i := range held {
+		held[i].Release()
+	}
+}
+
+// Release on copies of one Datagram gives its buffer back once: the second
+// copy's Release, and a Release after the buffer was lent again, do
+// nothing.
+func TestReadLendReleaseCopiesPostsOnce(t *testing.T) {
+	t.Parallel()
+	const depth = 16
+	g := newGroup()
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
+	tx := listen(t, g)
+	for round := 0; round < 6; round++ {
+		_, err := tx.WriteTo([]byte("copied"), g)
+		require.NoError(t, err)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		d, err := rx.ReadLend()
+		require.NoError(t, err)
+		d2 := d
+		d.Release()
+		d2.Release() // a copy: must not post the buffer again
+		d3 := d2
+		d3.Release()
+		heldIntact(t, rx, tx, g, round, depth-1)
+		d2.Release() // stale: the buffer has been lent and given back since
+	}
+	require.Equal(t, uint64(6*depth), rx.Stats().Received)
+}
+
+// Copies released from many goroutines at once: one wins, the buffer is
+// posted once (run with -race).
+func TestReadLendConcurrentReleaseOfCopies(t *testing.T) {
+	t.Parallel()
+	const depth = 16
+	g := newGroup()
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
+	tx := listen(t, g)
+	for round := 0; round < 4; round++ {
+		_, err := tx.WriteTo([]byte("shared"), g)
+		require.NoError(t, err)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		d, err := rx.ReadLend()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := 0; i < 8; i++ {
+			cp := d
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				cp.Release()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		heldIntact(t, rx, tx, g, round, depth-1)
+	}
+}
+
+// Release of a copy after Close, and of a stale copy, does nothing.
+func TestReadLendReleaseCopyAfterClose(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	_, err := rx.WriteTo([]byte("x"), g)
+	require.NoError(t, err)
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	d, err := rx.ReadLend()
+	require.NoError(t, err)
+	d2 := d
+	require.NoError(t, rx.Close())
+	d.Release()
+	d2.Release()
+	_, err = rx.ReadLend()
+	require.ErrorIs(t, err, net.ErrClosed)
+}
+
+// Release of lent datagrams and their copies racing Close (run with
+// -race): no panic, no race, and the conn is closed.
+func TestReadLendReleaseRacesClose(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	rx := listen(t, g)
+	tx := listen(t, g)
+	var lent []rdmanet.Datagram
+	for i := 0; i < 16; i++ {
+		_, err := tx.WriteTo([]byte("racing"), g)
+		require.NoError(t, err)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		d, err := rx.ReadLend()
+		require.NoError(t, err)
+		lent = append(lent, d, d)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range lent {
+		wg.Add(1)
+		go func(d rdmanet.Datagram) {
+			defer wg.Done()
+			<-start
+			d.Release()
+		}(lent[i])
+	}
+	close(start)
+	require.NoError(t, rx.Close())
+	wg.Wait()
+	_, err := rx.ReadLend()
 	require.ErrorIs(t, err, net.ErrClosed)
 }

@@ -48,6 +48,7 @@ func (c *Conn) initRecv() error {
 	r.repost = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
 	r.repostAt = max(1, min(repostBatch, c.cfg.RecvDepth/4))
 	c.lend.returned = make([]verbs.RecvWR, 0, c.cfg.RecvDepth)
+	c.lend.owner = make([]atomic.Uint64, c.cfg.RecvDepth)
 	for i := 0; i < c.cfg.RecvDepth; i++ {
 		r.repost = append(r.repost, c.recvWR(uint64(i)))
 	}
@@ -117,8 +118,18 @@ func (c *Conn) pollRecv() (int, error) {
 // nextRecv returns the next deliverable completion and its payload,
 // waiting when none is pending; rd.mu is held. The caller releases the
 // buffer with releaseRecv after copying.
+//
+// A blocking call (the first datagram of a read) fails once the read
+// deadline has passed, whether or not a datagram is waiting, as
+// net.UDPConn's reads do.
 func (c *Conn) nextRecv(block bool) (*verbs.WC, []byte, error) {
 	r := &c.rd
+	if block && deadlinePassed(&r.deadline) {
+		if err := c.checkOpen(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, os.ErrDeadlineExceeded
+	}
 	for {
 		if err := c.checkOpen(); err != nil {
 			return nil, nil, err
@@ -222,7 +233,7 @@ type Message struct {
 // for the batch.
 func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	if len(ms) == 0 {
-		return 0, nil
+		return 0, c.opError("read", nil, c.checkOpen())
 	}
 	c.rd.mu.Lock()
 	i := 0

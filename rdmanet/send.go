@@ -317,6 +317,9 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	err := c.checkOpen()
+	if err == nil && deadlinePassed(&s.deadline) {
+		err = os.ErrDeadlineExceeded // at once, as net.UDPConn
+	}
 	if err == nil {
 		err = c.takePending()
 	}
@@ -360,6 +363,9 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	for sent < len(ms) {
 		if err := c.checkOpen(); err != nil {
 			return sent, c.opError("write", nil, err)
+		}
+		if deadlinePassed(&s.deadline) {
+			return sent, c.opError("write", nil, os.ErrDeadlineExceeded)
 		}
 		k := len(ms) - sent
 		if k > sendBatch {

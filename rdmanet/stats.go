@@ -140,7 +140,8 @@ func (c *Conn) countSendError(r sendReason) {
 	atomic.AddUint64(&c.ctr.sendFailed[r], 1)
 }
 
-// Stats returns a snapshot of the conn's counters.
+// Stats returns a snapshot of the conn's counters. After Close it returns
+// the counters as they stood at Close.
 func (c *Conn) Stats() Stats {
 	s := Stats{
 		Sent:       atomic.LoadUint64(&c.ctr.sent),
@@ -160,16 +161,14 @@ func (c *Conn) Stats() Stats {
 	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
 		s.Dropped[DropWCError] = n
 	}
-	if dc, ok := c.qp.(verbs.DropCounter); ok {
-		for k, v := range dc.DropCounts() {
-			switch {
-			case v == 0:
-			case k == verbs.DropOwnLoopback:
-				// Blocked by the device on request: not a loss.
-				s.Loopback += v
-			default:
-				s.Dropped[k] += v
-			}
+	for k, v := range c.qpDropCounts() {
+		switch {
+		case v == 0:
+		case k == verbs.DropOwnLoopback:
+			// Blocked by the device on request: not a loss.
+			s.Loopback += v
+		default:
+			s.Dropped[k] += v
 		}
 	}
 	return s
