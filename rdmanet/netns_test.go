@@ -119,23 +119,34 @@ func TestWriteToReturnsTheKernelsEMSGSIZE(t *testing.T) {
 	mustRead(t, c)
 }
 
-// A unicast destination with no route fails when its address handle is
-// made, at the first WriteTo to it, with ENETUNREACH, as ibv_create_ah
-// does on RoCE.
+// A unicast destination that cannot be reached fails when its address
+// handle is made, at the first WriteTo to it, as ibv_create_ah does on
+// RoCE: ENETUNREACH with no route (::ffff:10.0.0.1 in a namespace with only
+// lo), EHOSTUNREACH through an unreachable route.
 func TestWriteToUnreachableUnicast(t *testing.T) {
 	if !inFreshNetns(t) {
 		return
 	}
+	out, err := exec.Command("ip", "route", "add", "unreachable", "10.2.0.0/16").CombinedOutput()
+	require.NoError(t, err, "ip route add unreachable: %s", out)
 	c := softListen(t, newGroup())
-	to := &rdmanet.Addr{GID: ipoib.GIDFromIP(netip.MustParseAddr("::ffff:10.0.0.1")), QPN: 0x1234}
-	for range 2 { // the failed AH is not cached
-		n, err := c.WriteTo([]byte("unreach"), to)
-		assert.Zero(t, n)
-		requireOpErrno(t, err, syscall.ENETUNREACH)
+	for _, tc := range []struct {
+		ip    string
+		errno syscall.Errno
+	}{
+		{"::ffff:10.0.0.1", syscall.ENETUNREACH},
+		{"::ffff:10.2.0.1", syscall.EHOSTUNREACH},
+	} {
+		to := &rdmanet.Addr{GID: ipoib.GIDFromIP(netip.MustParseAddr(tc.ip)), QPN: 0x1234}
+		for range 2 { // the failed AH is not cached
+			n, err := c.WriteTo([]byte("unreach"), to)
+			assert.Zero(t, n)
+			requireOpErrno(t, err, tc.errno)
+		}
 	}
 	st := c.Stats()
-	assert.Equal(t, uint64(2), st.SendErrors)
-	assert.Equal(t, map[string]uint64{rdmanet.SendErrNetUnreachable: 2}, st.SendFailed)
+	assert.Equal(t, uint64(4), st.SendErrors)
+	assert.Equal(t, map[string]uint64{rdmanet.SendErrNetUnreachable: 2, rdmanet.SendErrHostUnreachable: 2}, st.SendFailed)
 }
 
 // A datagram of a batch the kernel refuses is known only after WriteBatch
