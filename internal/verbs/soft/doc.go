@@ -8,7 +8,10 @@
 // Every netdev is a device "sw-<netdev>" with one port: ACTIVE while the
 // netdev is up, Ethernet link layer, active MTU verbs.MTUFromNetdev of the
 // netdev's (lo: 4096, 1500: 1024), and a GID table of the netdev's
-// addresses as RoCE v2 GIDs. Binding with neither Interface nor Addr means
+// addresses as RoCE v2 GIDs. The netdev's kind, MTU and operational state
+// come from rtnetlink, for the network namespace the process is in (never
+// from /sys/class/net, which may show another namespace's), and the group
+// limit from that namespace's net.ipv4.igmp_max_memberships. Binding with neither Interface nor Addr means
 // loopback (127.0.0.1 on lo), never the default route's interface. IPv6
 // (rdma6) bindings and groups return verbs.ErrNotSupported, as rdma_cm does
 // for IPv6 groups on RoCEv2.
@@ -48,7 +51,11 @@
 // IDs 0, 1, 2..., and each datagram's ICRC is sealed with its ID. Where
 // the kernel refuses GSO the run is resent one datagram at a time with
 // ICRCs resealed for ID 0, and the QP makes no more runs. Sends complete
-// at once.
+// at once, and the kernel's errors are never lost: a lone WR's comes back
+// from PostSend (the WR not posted), a batch's WRs complete with
+// WCGeneralErr and the errno in WC.Errno. CreateAH looks up the route of a
+// unicast DGID from the QP's address and fails as the kernel's lookup does
+// (ENETUNREACH, EHOSTUNREACH).
 //
 // # Receiving
 //
