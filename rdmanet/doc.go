@@ -85,9 +85,9 @@
 // 256 slots of MTU plus 40 bytes, rounded to 64) and the kernel's socket
 // buffers (4 MiB asked for each way, capped by net.core.rmem_max and
 // wmem_max, used only while datagrams wait). On rdma-core (measured on
-// rxe, MTU 1024, RecvDepth 512) it holds 6 file descriptors, 1 goroutine,
-// about 10 MiB mapped (its rings, registered with the device, and the
-// provider's queue mappings), of which 1.6 MiB resident. TestPerConnCost
+// rxe, MTU 1024, RecvDepth 512) it holds 6 file descriptors, 1 goroutine
+// and 1.3 to 1.6 MiB resident: its rings (0.8 MiB, registered with the
+// device and so pinned) and the provider's queues. TestPerConnCost
 // measures both. ListenConfig rejects negative depths, MaxInline, Port
 // and Spin.
 //
