@@ -107,6 +107,10 @@ func TestWriteToReturnsTheKernelsEMSGSIZE(t *testing.T) {
 	_, err := c.WriteTo(make([]byte, 2000), g)
 	requireOpErrno(t, err, syscall.EMSGSIZE)
 	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	var se *os.SyscallError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "sendto", se.Syscall)
+	t.Logf("the error: %v", err)
 	require.NotErrorIs(t, err, rdmanet.ErrEarlierSendFailed)
 	st := c.Stats()
 	assert.Equal(t, uint64(1), st.SendErrors)
@@ -257,6 +261,12 @@ func TestWriteToReturnsAFirewallsEPERM(t *testing.T) {
 	}
 	_, err := c.WriteTo([]byte("dropped"), g)
 	requireOpErrno(t, err, syscall.EPERM)
+	var oe *net.OpError
+	require.ErrorAs(t, err, &oe)
+	se, ok := oe.Err.(*os.SyscallError)
+	require.True(t, ok, "OpError.Err is %T, want *os.SyscallError as net.UDPConn's", oe.Err)
+	assert.Equal(t, "sendto", se.Syscall)
+	t.Logf("the error: %v", err)
 	assert.Equal(t, map[string]uint64{rdmanet.SendErrNotPermitted: 1}, c.Stats().SendFailed)
 }
 

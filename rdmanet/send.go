@@ -1,6 +1,7 @@
 package rdmanet
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -287,6 +288,12 @@ func (c *Conn) post() (int, error) {
 	s.wrs = s.wrs[:0]
 	atomic.AddUint64(&c.ctr.sent, uint64(n))
 	if err != nil {
+		// The kernel's refusal of the datagram is the write's error
+		// itself, *os.SyscallError{"sendto", errno}, as net.UDPConn's.
+		var se *os.SyscallError
+		if _, ok := kernelSendErrno(err); ok && errors.As(err, &se) {
+			err = se
+		}
 		err = c.sendFailedNow(err)
 	}
 	return n, err
