@@ -2,12 +2,16 @@ package rdmanet_test
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/ipoib"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
@@ -36,4 +40,29 @@ func TestRDMACoreGroupLimitIsNamed(t *testing.T) {
 		require.Regexp(t, `max_mcast_grp \d+ groups`, err.Error())
 		break
 	}
+}
+
+// On rdma-core too a unicast destination that cannot be reached fails
+// when its address handle is made (ibv_create_ah resolves the route and
+// neighbour on RoCE; rxe in the VM answers ETIMEDOUT after a second), with
+// the errno, and is counted as SendErrHostUnreachable or
+// SendErrNetUnreachable.
+func TestRDMACoreUnreachableUnicast(t *testing.T) {
+	needDevice(t)
+	c := listen(t, newGroup())
+	to := &rdmanet.Addr{GID: ipoib.GIDFromIP(netip.MustParseAddr("::ffff:10.0.0.1")), QPN: 0x1234}
+	_, err := c.WriteTo([]byte("unreach"), to)
+	t.Logf("the error: %v", err)
+	var oe *net.OpError
+	require.ErrorAs(t, err, &oe)
+	var errno syscall.Errno
+	require.ErrorAs(t, err, &errno)
+	require.Contains(t, []syscall.Errno{syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ETIMEDOUT}, errno)
+	st := c.Stats()
+	require.Equal(t, uint64(1), st.SendErrors)
+	want := rdmanet.SendErrHostUnreachable
+	if errno == syscall.ENETUNREACH {
+		want = rdmanet.SendErrNetUnreachable
+	}
+	require.Equal(t, map[string]uint64{want: 1}, st.SendFailed)
 }

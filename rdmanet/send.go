@@ -137,13 +137,23 @@ func sendErrorOf(err error) error {
 }
 
 // sendFailedNow counts a send the kernel refused at once (the post of a
-// lone datagram, the route lookup of an address handle) and returns the
-// error the write returns. Errors that are not the kernel's pass as they
+// lone datagram) and returns the error the write returns. Errors that are not the kernel's pass as they
 // are.
 func (c *Conn) sendFailedNow(err error) error {
 	if errno, ok := kernelSendErrno(err); ok {
 		c.countSendError(sendReasonOf(errno))
 		return sendErrorOf(err)
+	}
+	return err
+}
+
+// ahFailed counts a unicast destination whose address handle could not be
+// made (no route: the provider's errno, ENETUNREACH, EHOSTUNREACH, ...) and
+// returns the error the write returns.
+func (c *Conn) ahFailed(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		c.countSendError(sendReasonOf(errno))
 	}
 	return err
 }
@@ -227,7 +237,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 			PortNum:   uint8(c.local.Port),
 		})
 		if err != nil {
-			return target{}, c.sendFailedNow(err)
+			return target{}, c.ahFailed(err)
 		}
 		if len(s.ahs) >= maxAHCache {
 			for g, old := range s.ahs { // evict one

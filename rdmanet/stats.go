@@ -69,7 +69,7 @@ var DropReasons = []string{
 const (
 	SendErrMessageTooLong  = "message-too-long"    // EMSGSIZE: longer than the route's MTU
 	SendErrNetUnreachable  = "network-unreachable" // ENETUNREACH: no route
-	SendErrHostUnreachable = "host-unreachable"    // EHOSTUNREACH
+	SendErrHostUnreachable = "host-unreachable"    // EHOSTUNREACH; ETIMEDOUT from address resolution
 	SendErrNotPermitted    = "not-permitted"       // EPERM, EACCES: a firewall refused it
 	SendErrNoBuffers       = "no-buffers"          // ENOBUFS: the kernel dropped it (qdisc full)
 	SendErrCompletion      = "completion-error"    // an error completion from the device
@@ -106,7 +106,7 @@ func sendReasonOf(errno syscall.Errno) sendReason {
 		return reasonMessageTooLong
 	case syscall.ENETUNREACH:
 		return reasonNetUnreachable
-	case syscall.EHOSTUNREACH:
+	case syscall.EHOSTUNREACH, syscall.ETIMEDOUT: // ETIMEDOUT: no neighbour answered (ibv_create_ah on RoCE)
 		return reasonHostUnreachable
 	case syscall.EPERM, syscall.EACCES:
 		return reasonNotPermitted

@@ -41,6 +41,7 @@ func TestStatsKeysAreTheExportedConstants(t *testing.T) {
 	assert.Equal(t, SendErrMessageTooLong, SendErrorReasons[sendReasonOf(syscall.EMSGSIZE)])
 	assert.Equal(t, SendErrNetUnreachable, SendErrorReasons[sendReasonOf(syscall.ENETUNREACH)])
 	assert.Equal(t, SendErrHostUnreachable, SendErrorReasons[sendReasonOf(syscall.EHOSTUNREACH)])
+	assert.Equal(t, SendErrHostUnreachable, SendErrorReasons[sendReasonOf(syscall.ETIMEDOUT)])
 	assert.Equal(t, SendErrNotPermitted, SendErrorReasons[sendReasonOf(syscall.EPERM)])
 	assert.Equal(t, SendErrNoBuffers, SendErrorReasons[sendReasonOf(syscall.ENOBUFS)])
 	assert.Equal(t, SendErrCompletion, SendErrorReasons[sendReasonOf(0)])
