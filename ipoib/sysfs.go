@@ -12,147 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 )
-
-// LinkLayer is a port's link layer. The values match the verbs layer's.
-type LinkLayer uint8
-
-// Link layers.
-const (
-	LinkLayerUnspecified LinkLayer = iota
-	LinkLayerInfiniBand
-	LinkLayerEthernet
-)
-
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "unspecified"
-}
-
-// GIDType is the type of a GID table entry. The values match the verbs
-// layer's.
-type GIDType uint8
-
-// GID types.
-const (
-	GIDTypeIB GIDType = iota
-	GIDTypeRoCEv1
-	GIDTypeRoCEv2
-	// GIDTypeUnknown is a GID whose type sysfs does not give, such as an
-	// iWARP device's.
-	GIDTypeUnknown GIDType = 0xff
-)
-
-func (t GIDType) String() string {
-	switch t {
-	case GIDTypeIB:
-		return "IB"
-	case GIDTypeRoCEv1:
-		return "RoCE v1"
-	case GIDTypeRoCEv2:
-		return "RoCE v2"
-	}
-	return "unknown"
-}
-
-// PortState is a port's logical state (enum ib_port_state; the number
-// sysfs prints before the name).
-type PortState uint8
-
-// Port states.
-const (
-	PortNop PortState = iota
-	PortDown
-	PortInit
-	PortArmed
-	PortActive
-	PortActiveDefer
-)
-
-func (s PortState) String() string {
-	switch s {
-	case PortDown:
-		return "DOWN"
-	case PortInit:
-		return "INIT"
-	case PortArmed:
-		return "ARMED"
-	case PortActive:
-		return "ACTIVE"
-	case PortActiveDefer:
-		return "ACTIVE_DEFER"
-	}
-	return "NOP"
-}
-
-// NodeType is an RDMA device's node type (enum rdma_node_type; sysfs
-// node_type prints "1: CA").
-type NodeType uint8
-
-// Node types.
-const (
-	NodeCA          NodeType = 1 // InfiniBand channel adapter; RoCE NICs too
-	NodeSwitch      NodeType = 2
-	NodeRouter      NodeType = 3
-	NodeRNIC        NodeType = 4 // iWARP
-	NodeUSNIC       NodeType = 5
-	NodeUSNICUDP    NodeType = 6
-	NodeUnspecified NodeType = 7
-)
-
-func (n NodeType) String() string {
-	switch n {
-	case NodeCA:
-		return "CA"
-	case NodeSwitch:
-		return "switch"
-	case NodeRouter:
-		return "router"
-	case NodeRNIC:
-		return "RNIC"
-	case NodeUSNIC:
-		return "usNIC"
-	case NodeUSNICUDP:
-		return "usNIC UDP"
-	}
-	return "unspecified"
-}
-
-// NetdevKind says what a network interface is to RDMA.
-type NetdevKind uint8
-
-// Netdev kinds, from /sys/class/net/X/type (ARPHRD_*).
-const (
-	NetdevOther    NetdevKind = iota
-	NetdevEthernet            // ARPHRD_ETHER (1)
-	NetdevIPoIB               // ARPHRD_INFINIBAND (32)
-	NetdevLoopback            // ARPHRD_LOOPBACK (772)
-)
-
-func (k NetdevKind) String() string {
-	switch k {
-	case NetdevEthernet:
-		return "Ethernet"
-	case NetdevIPoIB:
-		return "IPoIB"
-	case NetdevLoopback:
-		return "loopback"
-	}
-	return "other"
-}
-
-// GIDEntry is one valid entry of a port's GID table.
-type GIDEntry struct {
-	Index  int
-	GID    GID
-	Type   GIDType
-	Netdev string // gid_attrs/ndevs; empty on InfiniBand
-}
 
 // Port is one port of an RDMA device.
 type Port struct {
@@ -478,23 +340,6 @@ func (n *Netdev) fallbackDevice(root string) (string, int) {
 	return names[0], port
 }
 
-// ibMTUs are the IB MTUs (enum ib_mtu), largest first.
-var ibMTUs = [...]int{4096, 2048, 1024, 512, 256}
-
-func floorIBMTU(m int) int {
-	for _, v := range ibMTUs {
-		if m >= v {
-			return v
-		}
-	}
-	return 0
-}
-
-// roceMTU is the kernel's iboe_get_mtu: the netdev MTU less the RoCE
-// headers (GRH 40, UDP 8, BTH 12, the largest extended header 28, ICRC 4,
-// XRC 4), rounded down to an IB MTU.
-func roceMTU(netdevMTU int) int { return floorIBMTU(netdevMTU - (40 + 8 + 12 + 4 + 28 + 4)) }
-
 func (s *System) derivePortMTU(p *Port) {
 	switch p.LinkLayer {
 	case LinkLayerEthernet:
@@ -507,14 +352,14 @@ func (s *System) derivePortMTU(p *Port) {
 		names = append(names, p.Netdevs...)
 		for _, name := range names {
 			if n := s.Netdev(name); n != nil && n.MTU > 0 {
-				p.ActiveMTU, p.MTUFrom = roceMTU(n.MTU), name
+				p.ActiveMTU, p.MTUFrom = infiniband.RoCEMTU(n.MTU), name
 				return
 			}
 		}
 	case LinkLayerInfiniBand:
 		for _, name := range p.Netdevs {
 			if n := s.Netdev(name); n != nil && n.Kind == NetdevIPoIB && n.Mode == "datagram" && n.MTU > 0 {
-				p.ActiveMTU, p.MTUFrom = floorIBMTU(n.MTU+4), name
+				p.ActiveMTU, p.MTUFrom = infiniband.FloorIBMTU(n.MTU+4), name
 				return
 			}
 		}
@@ -779,14 +624,6 @@ func LookupNetdev(root, name string) (Netdev, error) {
 	}
 	return readNetdev(dir, name)
 }
-
-// RoCEMTU is the path MTU RoCE uses over a netdev of MTU netdevMTU, as the
-// kernel's iboe_get_mtu computes it (the MTU rdma_cm puts in RoCE path
-// records and multicast joins): the netdev MTU less the RoCE headers (GRH
-// 40, UDP 8, BTH 12, the largest extended header 28, ICRC 4, XRC 4),
-// rounded down to an IB MTU. 1500 gives 1024, 9000 and loopback's 65536
-// give 4096; below 352 it is 0.
-func RoCEMTU(netdevMTU int) int { return roceMTU(netdevMTU) }
 
 // ARPHRD values of /sys/class/net/X/type.
 const (

@@ -61,10 +61,10 @@ func TestDiscoverDevices(t *testing.T) {
 	assert.Equal(t, LinkLayerEthernet, roce.LinkLayer)
 	assert.Equal(t, 4096, roce.ActiveMTU, "iboe_get_mtu(9000)")
 	want := []GIDEntry{
-		{0, mustGID(t, "fe80::9a03:9bff:fe12:3456"), GIDTypeRoCEv1, "eth2"},
-		{1, mustGID(t, "fe80::9a03:9bff:fe12:3456"), GIDTypeRoCEv2, "eth2"},
-		{2, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv1, "eth2"},
-		{3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"},
+		{Index: 0, GID: mustGID(t, "fe80::9a03:9bff:fe12:3456"), Type: GIDTypeRoCEv1, Netdev: "eth2"},
+		{Index: 1, GID: mustGID(t, "fe80::9a03:9bff:fe12:3456"), Type: GIDTypeRoCEv2, Netdev: "eth2"},
+		{Index: 2, GID: mustGID(t, "::ffff:192.168.10.5"), Type: GIDTypeRoCEv1, Netdev: "eth2"},
+		{Index: 3, GID: mustGID(t, "::ffff:192.168.10.5"), Type: GIDTypeRoCEv2, Netdev: "eth2"},
 	}
 	assert.Equal(t, want, roce.GIDs)
 
@@ -87,7 +87,7 @@ func TestDiscoverRXEAsMeasured(t *testing.T) {
 	assert.Equal(t, LinkLayerEthernet, p.LinkLayer)
 	assert.Equal(t, 1024, p.ActiveMTU)
 	require.Len(t, p.GIDs, 2)
-	assert.Equal(t, GIDEntry{1, mustGID(t, "::ffff:10.99.0.1"), GIDTypeRoCEv2, "veth0"}, p.GIDs[1])
+	assert.Equal(t, GIDEntry{Index: 1, GID: mustGID(t, "::ffff:10.99.0.1"), Type: GIDTypeRoCEv2, Netdev: "veth0"}, p.GIDs[1])
 	assert.Equal(t, []string{"veth0"}, p.Netdevs)
 }
 

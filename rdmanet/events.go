@@ -78,7 +78,7 @@ func (c *Conn) eventLoop() {
 				go func(mgid ipoib.GID) {
 					defer c.bg.Done()
 					c.rejoin(mgid)
-				}(ipoib.GID(ev.MGID))
+				}(ev.MGID)
 			case verbs.EventDeviceRemoval:
 				err := fmt.Errorf("%w: %s", verbs.ErrDeviceRemoved, c.local.Device)
 				c.fatalErr.CompareAndSwap(nil, &err)

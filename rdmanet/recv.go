@@ -288,5 +288,5 @@ func isIPv4GRH(buf []byte) bool {
 // isOwnMulticast reports whether a datagram that came from this QP's
 // number was a multicast one sent by this very port.
 func isOwnMulticast(buf []byte, self ipoib.GID) bool {
-	return grhSGID(buf) == self && verbs.GID(grhDGID(buf)).IsMulticast()
+	return grhSGID(buf) == self && grhDGID(buf).IsMulticast()
 }

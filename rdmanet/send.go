@@ -230,7 +230,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 	if !ok {
 		var err error
 		ah, err = c.qp.CreateAH(verbs.AHAttr{
-			DGID:      verbs.GID(a.GID),
+			DGID:      a.GID,
 			SGIDIndex: uint8(c.local.GIDIndex),
 			HopLimit:  64,
 			IsGlobal:  true,

@@ -224,11 +224,7 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 				}
 				fmt.Fprintf(out, "    pkeys %s\n", strings.Join(ks, " "))
 			}
-			gids := make([]verbs.GIDEntry, 0, len(p.GIDs))
-			for _, g := range p.GIDs {
-				gids = append(gids, verbs.GIDEntry{Index: g.Index, GID: verbs.GID(g.GID), Type: g.Type, Netdev: g.Netdev})
-			}
-			if err := printGIDs(out, gids); err != nil {
+			if err := printGIDs(out, p.GIDs); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -32,7 +33,7 @@ func TestDevicesLiveViewGolden(t *testing.T) {
 			devices: []verbs.DeviceAttr{{
 				Name: "sw-lo", Provider: verbs.Software, NodeGUID: 0x08ad3907b553f8ec, MaxMcastGroups: 20,
 				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortActive, ActiveMTU: 4096, LinkLayer: verbs.LinkLayerEthernet, Netdev: "lo",
-					GIDs: []verbs.GIDEntry{{Index: 0, GID: verbs.GIDFromIP(net.IPv4(127, 0, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "lo"}}}},
+					GIDs: []verbs.GIDEntry{{Index: 0, GID: ipoib.GIDFromIP(netip.MustParseAddr("127.0.0.1")), Type: verbs.GIDTypeRoCEv2, Netdev: "lo"}}}},
 			}, {
 				Name: "sw-veth9", Provider: verbs.Software, NodeGUID: 1, MaxMcastGroups: 20,
 				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortDown, ActiveMTU: 1024, LinkLayer: verbs.LinkLayerEthernet, Netdev: "veth9"}},

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -279,7 +280,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 	var sgid verbs.GID
 	copy(sgid[:], C.GoBytes(unsafe.Pointer(&d.cm.route.addr.addr[0]), 16))
 	if sgid.IsZero() {
-		sgid = verbs.GIDFromIP(ip)
+		sgid = infiniband.GIDFromNetIP(ip)
 	}
 	d.local = verbs.Binding{
 		Device:    name,

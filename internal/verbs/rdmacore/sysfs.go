@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
@@ -18,16 +19,13 @@ var sysfsRoot = "/"
 // addresses.
 var discover = ipoib.Discover
 
-// gidTable converts a port's GID table as ipoib read it.
+// gidTable is a port's GID table as sysfs shows it (a copy: the caller
+// owns the result).
 func gidTable(p *ipoib.Port) []verbs.GIDEntry {
 	if p == nil || len(p.GIDs) == 0 {
 		return nil
 	}
-	out := make([]verbs.GIDEntry, 0, len(p.GIDs))
-	for _, e := range p.GIDs {
-		out = append(out, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: e.Type, Netdev: e.Netdev})
-	}
-	return out
+	return slices.Clone(p.GIDs)
 }
 
 // portNetdev is the netdev under a port: the one its first GID entry
@@ -83,7 +81,7 @@ func refinePort(pa verbs.PortAttr, p *ipoib.Port) verbs.PortAttr {
 // netdev of an InfiniBand binding (the IPoIB interface with the address,
 // through ipoib.Discover), and the RoCE path MTU of the netdev.
 func bindingDetails(b *verbs.Binding) {
-	e, ok, _ := ipoib.LookupGID(sysfsRoot, b.Device, b.Port, ipoib.GID(b.GID))
+	e, ok, _ := ipoib.LookupGID(sysfsRoot, b.Device, b.Port, b.GID)
 	switch {
 	case ok:
 		b.GIDIndex, b.GIDType, b.Netdev = e.Index, e.Type, e.Netdev

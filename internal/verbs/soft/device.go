@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -145,7 +146,7 @@ func gidTable(ifi *net.Interface) []verbs.GIDEntry {
 		}
 		gids = append(gids, verbs.GIDEntry{
 			Index:  len(gids),
-			GID:    verbs.GIDFromIP(ipn.IP),
+			GID:    infiniband.GIDFromNetIP(ipn.IP),
 			Type:   verbs.GIDTypeRoCEv2,
 			Netdev: ifi.Name,
 		})

@@ -1,0 +1,19 @@
+// Package infiniband is the module's one vocabulary for the names an RDMA
+// fabric uses, and its view of the RDMA devices sysfs shows.
+//
+//   - GID is the one 128-bit GID type: a port's GID table entry, a
+//     sender's address, a group's MGID (MGID is the same type). ipoib
+//     exports it as ipoib.GID, the verbs model as verbs.GID and
+//     rdmanet.Addr carries it: one type under three names, so nothing
+//     converts between them.
+//   - The enums sysfs and the verbs share (LinkLayer, GIDType,
+//     PortState), the IPoIB hardware address (LinkAddr), the scope, P_Key
+//     and signature fields of IB MGIDs and the reverse mapping of an MGID
+//     to the IP groups it can have come from (GID.Origins).
+//
+// It exists so that the public ipoib package and the internal verbs model
+// share one definition without the model depending on a package that is
+// there for users: ipoib is a thin layer of aliases and wrappers over it
+// (plus the IP group to MGID mappings), and the providers under
+// internal/verbs use it directly.
+package infiniband
