@@ -16,4 +16,21 @@
 // there for users: ipoib is a thin layer of aliases and wrappers over it
 // (plus the IP group to MGID mappings), and the providers under
 // internal/verbs use it directly.
+//
+// # Files
+//
+//	gid.go       GID (and MGID), parsing and printing
+//	mgid.go      scope, P_Key and signature of IB MGIDs; Origins
+//	linkaddr.go  the 20-byte IPoIB hardware address
+//	enums.go     link layer, GID type, port state, node type, netdev kind
+//	mtu.go       IB MTUs and RoCE's path MTU (iboe_get_mtu)
+//	device.go    Device, Port, Netdev: what discovery returns
+//	discover.go  Discover, System's lookups, the cross references
+//	binding.go   InterfaceFor, PortForIP: which port and GID to use
+//	readdev.go   reading devices, ports and GID tables; LookupGID
+//	netdev.go    reading /sys/class/net; LookupNetdev
+//	sysfsfile.go small sysfs file and directory readers
+//
+// The tests are ipoib's, through its exported names, against the fake
+// sysfs trees in ipoib/testdata and, in the rxe VM, the live one.
 package infiniband

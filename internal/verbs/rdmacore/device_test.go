@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // Device tests run when RDMANET_TEST_DEVICE names a device (rxe0 in
@@ -177,8 +176,8 @@ func TestDeviceDevices(t *testing.T) {
 	assert.True(t, found, "no RoCE v2 GID %s in %+v", want, port.GIDs)
 	t.Logf("%s: %+v", d.name, *dev)
 
-	// The sysfs side is ipoib's: the same GID table, netdev and MTU.
-	sys, err := ipoib.Discover("/")
+	// The sysfs side is internal/infiniband's: the same GID table, netdev and MTU.
+	sys, err := infiniband.Discover("/")
 	require.NoError(t, err)
 	sp := sys.Port(d.name, 1)
 	require.NotNil(t, sp)
@@ -209,11 +208,11 @@ func TestDeviceBind(t *testing.T) {
 		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
 	}
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, b.MTU)
-	if sys, err := ipoib.Discover("/"); assert.NoError(t, err) {
+	if sys, err := infiniband.Discover("/"); assert.NoError(t, err) {
 		want, err := sys.PortForIP(netip.MustParseAddr(d.addr.String()))
 		require.NoError(t, err)
-		assert.Equal(t, ipoib.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: b.GID,
-			GIDType: b.GIDType, Netdev: b.Netdev}, want, "Bind vs ipoib.PortForIP")
+		assert.Equal(t, infiniband.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: b.GID,
+			GIDType: b.GIDType, Netdev: b.Netdev}, want, "Bind vs infiniband.PortForIP")
 	}
 
 	assert.True(t, d.p.Serves(verbs.BindConfig{Addr: d.addr}), "Serves(%s)", d.addr)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 func init() { verbs.Register(provider{}) }
@@ -79,7 +78,7 @@ func deviceNames() ([]string, error) {
 
 // Devices opens every device libibverbs lists and queries it and its
 // ports; the GID tables, netdevs and RoCE path MTUs come from sysfs
-// through ipoib.Discover.
+// through infiniband.Discover.
 func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	if err := load(); err != nil {
 		return nil, err
@@ -114,7 +113,7 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 // queryDevice queries a device and its ports (ibv_query_device,
 // ibv_query_port: max_mcast_grp and the IB active MTU are not in sysfs)
 // and adds what sysfs shows (sys may be nil).
-func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *ipoib.System) (verbs.DeviceAttr, error) {
+func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *infiniband.System) (verbs.DeviceAttr, error) {
 	var da C.struct_rn_ibv_device_attr
 	if e := C.rn_query_device(ctx, &da); e != 0 {
 		return verbs.DeviceAttr{}, fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
@@ -127,7 +126,7 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *ipoib.System) (
 		MaxQPMcastAttach: int(da.max_mcast_qp_attach),
 		MaxQPWR:          int(da.max_qp_wr),
 	}
-	var sd *ipoib.Device
+	var sd *infiniband.Device
 	if sys != nil {
 		sd = sys.Device(name)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // fabricRoot is ipoib's fake sysfs: mlx5_0 an InfiniBand HCA with ib0
@@ -23,8 +22,8 @@ const fabricRoot = "../../../ipoib/testdata/fabric"
 func useFabric(t *testing.T) {
 	old, oldDiscover := sysfsRoot, discover
 	sysfsRoot = fabricRoot
-	discover = func(root string) (*ipoib.System, error) {
-		s, err := ipoib.Discover(root)
+	discover = func(root string) (*infiniband.System, error) {
+		s, err := infiniband.Discover(root)
 		if s != nil {
 			s.InterfaceAddrs = func(netdev string) ([]netip.Addr, error) {
 				if netdev == "ib0" {
@@ -81,7 +80,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 }
 
 func TestRefinePort(t *testing.T) {
-	sys, err := ipoib.Discover(fabricRoot)
+	sys, err := infiniband.Discover(fabricRoot)
 	require.NoError(t, err)
 	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
 	assert.Equal(t, "veth0", pa.Netdev)

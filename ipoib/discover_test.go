@@ -145,11 +145,11 @@ func TestInterfaceFor(t *testing.T) {
 	s := fabric(t)
 	b, err := s.InterfaceFor("ib0.8001")
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_0", 1, 0, mustGID(t, "fe80::2:c903:a1:b2c1"), GIDTypeIB, "ib0.8001"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_0", Port: 1, GIDIndex: 0, GID: mustGID(t, "fe80::2:c903:a1:b2c1"), GIDType: GIDTypeIB, Netdev: "ib0.8001"}, b)
 
 	b, err = s.InterfaceFor("eth2")
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_1", 1, 3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_1", Port: 1, GIDIndex: 3, GID: mustGID(t, "::ffff:192.168.10.5"), GIDType: GIDTypeRoCEv2, Netdev: "eth2"}, b)
 
 	b, err = s.InterfaceFor("veth0")
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestPortForIP(t *testing.T) {
 	}
 	b, err := s.PortForIP(netip.MustParseAddr("192.168.10.5"))
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_1", 1, 3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"}, b, "the RoCE v2 entry wins over v1")
+	assert.Equal(t, Binding{Device: "mlx5_1", Port: 1, GIDIndex: 3, GID: mustGID(t, "::ffff:192.168.10.5"), GIDType: GIDTypeRoCEv2, Netdev: "eth2"}, b, "the RoCE v2 entry wins over v1")
 
 	b, err = s.PortForIP(netip.MustParseAddr("10.99.0.1"))
 	require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestPortForIP(t *testing.T) {
 
 	b, err = s.PortForIP(netip.MustParseAddr("10.80.1.7"))
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_0", 1, 0, mustGID(t, "fe80::2:c903:a1:b2c1"), GIDTypeIB, "ib0.8001"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_0", Port: 1, GIDIndex: 0, GID: mustGID(t, "fe80::2:c903:a1:b2c1"), GIDType: GIDTypeIB, Netdev: "ib0.8001"}, b)
 
 	_, err = s.PortForIP(netip.MustParseAddr("127.0.0.1"))
 	assert.ErrorIs(t, err, ErrNoRDMA)
