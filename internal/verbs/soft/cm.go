@@ -104,7 +104,7 @@ func groupAddr(g verbs.Group) (verbs.GID, [4]byte, error) {
 			return verbs.GID{}, [4]byte{}, fmt.Errorf("soft: join: %v is not a multicast group address", g.IP)
 		}
 	}
-	return verbs.GID(netip.AddrFrom16(a.As16()).As16()), a.As4(), nil
+	return infiniband.GIDFromIP(a), a.As4(), nil
 }
 
 // Join joins a group. A full member adds the IP membership on the bound
