@@ -56,11 +56,6 @@ type DeviceAttr struct {
 	Ports            []PortAttr
 }
 
-// MTUFromNetdev returns the RoCE path MTU for a netdev MTU, as the kernel's
-// iboe_get_mtu does (infiniband.RoCEMTU): 1500 gives 1024; loopback's 65536
-// gives 4096.
-func MTUFromNetdev(netdevMTU int) int { return infiniband.RoCEMTU(netdevMTU) }
-
 // IBMTU returns the enum ibv_mtu value (1..5) of a byte MTU, or 0.
 func IBMTU(bytes int) int {
 	switch bytes {

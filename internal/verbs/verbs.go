@@ -21,6 +21,12 @@
 // in the UDP port space) to a local port; the ID owns one UD QP with its PD,
 // CQs and completion channels, the memory regions registered on it and the
 // address handles made from it. Closing the ID frees everything under it.
+//
+// The names of the fabric are internal/infiniband's, aliased here: GID
+// (an MGID is a GID), GIDEntry, LinkLayer, GIDType, PortState. They are
+// the types ipoib exports and rdmanet.Addr carries, so nothing converts
+// between layers. The model depends on no package that exists for users
+// (ipoib, rdmanet); its providers read sysfs through internal/infiniband.
 package verbs
 
 import (

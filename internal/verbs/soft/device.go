@@ -122,7 +122,7 @@ func portAttr(ifi *net.Interface) verbs.PortAttr {
 	return verbs.PortAttr{
 		Port:      portNum,
 		State:     st,
-		ActiveMTU: verbs.MTUFromNetdev(info.mtu),
+		ActiveMTU: infiniband.RoCEMTU(info.mtu),
 		MaxMTU:    maxMTU,
 		LinkLayer: verbs.LinkLayerEthernet,
 		Netdev:    ifi.Name,
@@ -254,7 +254,7 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 		return nil, noDevice("netdev %s is up but cannot carry traffic (%s)", ifi.Name, why)
 	}
 	gids := gidTable(ifi)
-	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: verbs.MTUFromNetdev(info.mtu), loopbak: info.kind == infiniband.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
+	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: infiniband.RoCEMTU(info.mtu), loopbak: info.kind == infiniband.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
 	for _, g := range gids {
 		gip, _ := g.GID.IP()
 		if v4 := gip.To4(); v4 != nil && (ip == nil || v4.Equal(ip)) {

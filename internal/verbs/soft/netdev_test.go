@@ -44,7 +44,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
 	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
 	assert.True(t, r.loopbak)
-	assert.Equal(t, verbs.MTUFromNetdev(lo.MTU), r.mtu)
+	assert.Equal(t, infiniband.RoCEMTU(lo.MTU), r.mtu)
 	info := lookupNetdev(liveNetdevs, lo)
 	assert.Equal(t, netdevInfo{kind: infiniband.NetdevLoopback, mtu: lo.MTU, operState: "unknown"}, info)
 
