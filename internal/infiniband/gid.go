@@ -110,12 +110,15 @@ func (g GID) IsZero() bool { return g == GID{} }
 // IsMulticast reports whether g can name a multicast group: ff00::/8, or
 // an IPv4-mapped multicast address (RoCE v2's ::ffff:224.0.0.0/100), as
 // the kernel's rdma_is_multicast_addr decides.
+//
+// It reads the bytes (ten zero bytes, 0xffff, then 1110 in the top nibble
+// of the IPv4 address), as the send path asks it of every *Addr.
 func (g GID) IsMulticast() bool {
 	if g[0] == 0xff {
 		return true
 	}
-	a := netip.AddrFrom16(g)
-	return a.Is4In6() && a.Unmap().IsMulticast()
+	return g[0]|g[1]|g[2]|g[3]|g[4]|g[5]|g[6]|g[7]|g[8]|g[9] == 0 &&
+		g[10] == 0xff && g[11] == 0xff && g[12]&0xf0 == 0xe0
 }
 
 // Scope returns the IPoIB scope nibble of an MGID (the low four bits of
