@@ -31,6 +31,11 @@
 //	netdev.go    reading /sys/class/net; LookupNetdev
 //	sysfsfile.go small sysfs file and directory readers
 //
-// The tests are ipoib's, through its exported names, against the fake
-// sysfs trees in ipoib/testdata and, in the rxe VM, the live one.
+// Errors begin "ipoib:", the name of the package users call (and what
+// they said before the code moved here).
+//
+// The tests of discovery and of the mappings are ipoib's, through its
+// exported names, against the fake sysfs trees in ipoib/testdata and, in
+// the rxe VM, the live one; gid_test.go here tests what the datapath
+// calls.
 package infiniband
