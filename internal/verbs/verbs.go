@@ -34,22 +34,15 @@ import (
 	"errors"
 	"net"
 	"strconv"
-
-	"github.com/go-rdma/rdmanet/internal/infiniband"
 )
 
 // Well-known values of UD multicast.
 const (
 	// DefaultQKey is rdma_cm's Q_Key for the UDP port space (RDMA_UDP_QKEY).
 	DefaultQKey uint32 = 0x01234567
-	// MulticastQPN is the destination QP number of every multicast send
-	// (infiniband.MulticastQPN, typed for the WR and WC fields).
-	MulticastQPN uint32 = infiniband.MulticastQPN
 	// GRHSize is the size of the Global Route Header area that starts
 	// every UD receive buffer, whether or not the packet carried a GRH.
 	GRHSize = 40
-	// DefaultPKey is the default partition key (full member).
-	DefaultPKey = infiniband.DefaultPKey
 )
 
 // Errors shared by the providers. Providers wrap them with the verb that
