@@ -214,7 +214,7 @@ func BroadcastAddr(pkey uint16, scope Scope) (LinkAddr, error) {
 	if err != nil {
 		return LinkAddr{}, err
 	}
-	return MakeLinkAddr(0, MulticastQPN, GID(m)), nil
+	return MakeLinkAddr(0, MulticastQPN, m), nil
 }
 
 // EthernetMAC returns the Ethernet multicast address a RoCE frame for the

@@ -76,11 +76,12 @@ func (a LinkAddr) Connected() bool { return a[0]&FlagRC != 0 }
 // QPN returns the 24-bit queue pair number.
 func (a LinkAddr) QPN() uint32 { return uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) }
 
-// GID returns the port GID (or, for a multicast address, the MGID as a GID).
+// GID returns the port GID, or for a multicast address the MGID.
 func (a LinkAddr) GID() GID { return GID(a[4:]) }
 
-// MGID returns the GID part as an MGID.
-func (a LinkAddr) MGID() MGID { return MGID(a[4:]) }
+// MGID is GID, for code that reads better asking a multicast address
+// for its MGID.
+func (a LinkAddr) MGID() MGID { return a.GID() }
 
 // IsMulticast reports whether the address names a multicast group: QPN
 // 0xffffff and an ff00::/8 GID.
