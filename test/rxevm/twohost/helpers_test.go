@@ -452,3 +452,5 @@ func field(line, key string) string {
 
 // contains reports whether the output has a line containing sub.
 func contains(out []byte, sub string) bool { return bytes.Contains(out, []byte(sub)) }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
