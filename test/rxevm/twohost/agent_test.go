@@ -1,12 +1,23 @@
 package twohost
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// TestDeliberateFailure lets the harness prove that a failing two-host test
+// fails `make test-rxe2`: RXEVM_SELFTEST_FAIL=1 make test-rxe2.
+func TestDeliberateFailure(t *testing.T) {
+	if os.Getenv("RXEVM_SELFTEST_FAIL") != "1" {
+		t.Skip("RXEVM_SELFTEST_FAIL=1 makes this test fail on purpose")
+	}
+	needPeer(t)
+	t.Fatal("deliberate failure (RXEVM_SELFTEST_FAIL=1)")
+}
 
 // TestPeerReady: the peer answers, its rxe0 is ACTIVE with the GID of its
 // address, and the two hosts reach each other's address over the link.

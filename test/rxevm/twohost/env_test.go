@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,11 +58,19 @@ func needPeer(t *testing.T) *site {
 	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", s.device)); err != nil {
 		t.Fatalf("RDMANET_TEST_DEVICE=%s: device missing: %v", s.device, err)
 	}
-	c, err := peer.Dial(env("RDMANET_TEST_PEER_AGENT"), 30*time.Second)
-	require.NoError(t, err, "the peer VM's agent (rxepeer)")
-	s.agent = c
+	agentOnce.Do(func() { agent, agentErr = peer.Dial(env("RDMANET_TEST_PEER_AGENT"), 30*time.Second) })
+	require.NoError(t, agentErr, "the peer VM's agent (rxepeer)")
+	s.agent = agent
 	return s
 }
+
+// The agent is dialled once: when the peer is missing, the first test
+// waits for it and the others fail at once.
+var (
+	agentOnce sync.Once
+	agent     *peer.Client
+	agentErr  error
+)
 
 // listen opens an rdma-core conn on this VM's rxe0, joined to group.
 func (s *site) listen(t *testing.T, group *net.UDPAddr, opts ...func(*rdmanet.ListenConfig)) *rdmanet.Conn {
