@@ -2,6 +2,7 @@ package twohost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -55,6 +56,8 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, 0) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, 0) }},
+			benchCase{"rdmanet perf pingpong (cmd/rdmanet), Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.perfPingPong(t, n) }},
 			benchCase{"rdmanet ping-pong, multicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpin) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
@@ -261,4 +264,28 @@ func (s *site) flood(t *testing.T, size, batch int) float64 {
 	require.NoError(t, err, l[0])
 	fmt.Printf("flood %d B batch %d: %s\n", size, batch, l[0])
 	return v
+}
+
+// perfPingPong: the same multicast ping-pong measured by the project's
+// own command, `rdmanet perf pingpong`, server on b, client here: a
+// cross-check of pingPong's figure.
+func (s *site) perfPingPong(t *testing.T, size int) float64 {
+	t.Helper()
+	g, _ := nextGroups()
+	common := []string{"perf", "pingpong", "-backend", rdmanet.BackendRDMACore, "-group", g.IP.String(),
+		"-size", strconv.Itoa(size)}
+	_, err := s.agent.Start(peer.StartRequest{Name: "perf", Argv: append(append([]string{"rdmanet"}, common...),
+		"-role", "server", "-bind", s.peer.String())})
+	require.NoError(t, err)
+	defer s.agent.Stop("perf")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "rdmanet", append(common, "-role", "client", "-bind", s.addr.String(),
+		"-count", strconv.Itoa(benchPingIters), "-json")...).Output()
+	require.NoError(t, err, "rdmanet perf pingpong -role client: %s", out)
+	var res struct {
+		P50Ns int64 `json:"p50_ns"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
+	return float64(res.P50Ns) / 1e3
 }
