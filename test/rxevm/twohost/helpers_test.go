@@ -6,7 +6,6 @@ package twohost
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -449,8 +448,5 @@ func field(line, key string) string {
 	}
 	return ""
 }
-
-// contains reports whether the output has a line containing sub.
-func contains(out []byte, sub string) bool { return bytes.Contains(out, []byte(sub)) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
