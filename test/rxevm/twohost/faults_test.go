@@ -94,6 +94,48 @@ func TestLossFlood(t *testing.T) {
 	require.LessOrEqual(t, dropped, uint64(n), "Stats().Dropped counts more than was sent")
 }
 
+// TestLossFloodSoftware: the same flood at a receiver on the software
+// backend (b, namespace sw) that does not read. Its socket buffer plays the
+// NIC's buffer, and what overflows it is counted in Stats().Dropped: the
+// drained and the dropped add up to what was sent (less what the link
+// itself lost, which nobody on b can see).
+func TestLossFloodSoftware(t *testing.T) {
+	s := needPeer(t)
+	const n, size = 50016, 64
+	g := &net.UDPAddr{IP: net.IPv4(239, 97, 3, 4)}
+	s.helperOnPeer(t, "soft-sink", "sink", s.softNS, "-backend", rdmanet.BackendSoftware,
+		"-bind", s.softAddr.String(), "-group", g.IP.String(), "-idle", "2s")
+	tx := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	dst, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	ms := make([]rdmanet.Message, 32)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: dst}
+	}
+	for seq := 0; seq < n; seq += len(ms) {
+		for i := range ms {
+			message(ms[i].Buffer, uint64(seq+i))
+		}
+		_, err := tx.WriteBatch(ms)
+		require.NoError(t, err)
+	}
+	time.Sleep(time.Second)
+	require.NoError(t, s.agent.Feed("soft-sink", "drain\n", true))
+	r := s.waitPeer(t, "soft-sink", 60*time.Second)
+	l := r.Lines("RESULT")
+	require.Len(t, l, 1, r.Output)
+	got, err := strconv.ParseUint(field(l[0], "got"), 10, 64)
+	require.NoError(t, err, l[0])
+	stats := r.Lines("STATS")
+	require.Len(t, stats, 1, r.Output)
+	dropped := droppedTotal(t, strings.TrimPrefix(stats[0], "STATS "))
+	t.Logf("sent %d; the software receiver drained %d, Stats().Dropped %d (%s)", n, got, dropped, stats[0])
+	require.Greater(t, got, uint64(0), "drained")
+	require.Less(t, got, uint64(n), "the flood overflowed nothing: no loss to count")
+	require.LessOrEqual(t, got+dropped, uint64(n), "drained + dropped against sent")
+	require.GreaterOrEqual(t, got+dropped, uint64(n)*9/10, "drained + dropped against sent: loss not counted")
+}
+
 // droppedTotal sums Stats().Dropped in a Stats JSON object.
 func droppedTotal(t *testing.T, js string) uint64 {
 	t.Helper()
