@@ -196,7 +196,9 @@ func (a *Agent) start(req StartRequest) (Result, error) {
 	if req.Stdin {
 		w, err := p.cmd.StdinPipe()
 		if err != nil {
-			return Result{}, err
+			p.err = err
+			close(p.done)
+			return p.result(req.Name, ""), nil
 		}
 		p.stdin = w
 	}
