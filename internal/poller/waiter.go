@@ -20,6 +20,12 @@ const (
 	maxSpinBackoff          = 64
 )
 
+// eagerDrain restores the wake-up pattern before the drains were cut
+// (RDMANET_POLLER_DRAIN=eager): a drain before every sleep, and a second
+// one after every drain that found events. It is there so that one VM run
+// can measure both patterns (test/rxevm/twohost's benchmark).
+var eagerDrain = os.Getenv("RDMANET_POLLER_DRAIN") == "eager"
+
 // Source is what a Waiter waits for: a CQ and its completion channel.
 type Source interface {
 	// Poll collects completions without blocking and reports how many.
@@ -50,6 +56,7 @@ type Waiter struct {
 	skip, misses int
 	level        bool // the fd is readable exactly while Poll has work
 	armed        bool
+	armedNow     bool // armed within the current rc.Read: no drain needed before sleeping
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
 	// The narrow fd (SetNarrow): a second fd the wait may sleep on, as
@@ -123,6 +130,9 @@ func (w *Waiter) step(uintptr) bool {
 		// and the CQ known to be disarmed.
 		w.slept = false
 		ev, err := w.src.Drain()
+		if err == nil && ev > 0 && eagerDrain {
+			_, err = w.src.Drain() // the second read the old pattern did
+		}
 		if err != nil {
 			w.err = err
 			return true
@@ -142,8 +152,17 @@ func (w *Waiter) step(uintptr) bool {
 				w.err = err
 				return true
 			}
-			w.armed = true
+			w.armed, w.armedNow = true, true
 			continue // poll once more after arming
+		}
+		if w.armedNow && w.nf == nil && !eagerDrain {
+			// Armed inside this rc.Read, with the channel read dry
+			// before (an event disarms the CQ, and every event was
+			// drained before re-arming): an event from now on is an
+			// edge the netpoller keeps for this Read. Sleep without
+			// the read that would only say EAGAIN.
+			w.slept = true
+			return false
 		}
 		ev, err := w.src.Drain()
 		if err != nil {
@@ -199,6 +218,10 @@ func (w *Waiter) Wait() (int, error) {
 		if w.nf != nil && w.narrow.Narrow() {
 			rc = w.nrc
 		}
+		// Only an arm after this Read's start makes its edge count for
+		// this Read (internal/poll resets the fd's readiness when a Read
+		// begins). A narrow fd does not show the CQ's events at all.
+		w.armedNow = false
 		err := rc.Read(w.fn)
 		if err == nil {
 			return w.n, w.err

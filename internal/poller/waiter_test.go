@@ -27,6 +27,7 @@ type fakeCQ struct {
 	// pollsAtArm is polls when Arm was last called.
 	pollsAtArm atomic.Int64
 	acked      atomic.Int64
+	drains     atomic.Int64
 	// raceOnArm posts a completion right after arming without raising an
 	// event, modelling a completion that lands between the last poll and
 	// the arm.
@@ -75,6 +76,7 @@ func (q *fakeCQ) Arm() error {
 }
 
 func (q *fakeCQ) Drain() (int, error) {
+	q.drains.Add(1)
 	var b [8]byte
 	_, err := unix.Read(q.efd, b[:])
 	if err == unix.EAGAIN {
