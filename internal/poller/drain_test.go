@@ -12,9 +12,7 @@ import (
 // EAGAIN), so each wake-up costs one drain, not two; and no wake-up is
 // lost by it.
 func TestSleepAfterArmSkipsDrain(t *testing.T) {
-	if eagerDrain {
-		t.Skip("RDMANET_POLLER_DRAIN=eager: the old pattern, drains before sleeping")
-	}
+	t.Setenv(eagerDrainEnv, "")
 	q := newFakeCQ(t)
 	w := newWaiter(t, q, 0)
 	const rounds = 20
@@ -35,4 +33,18 @@ func TestSleepAfterArmSkipsDrain(t *testing.T) {
 	// before each sleep too: 2 per round.
 	require.LessOrEqual(t, q.drains.Load(), int64(rounds+rounds/10), "drains in %d rounds", rounds)
 	require.Equal(t, int64(rounds), q.arms.Load(), "arms")
+}
+
+// TestEagerDrainKeepsOldPattern: RDMANET_POLLER_DRAIN=eager drains before
+// each sleep as before (the benchmark's baseline row relies on it).
+func TestEagerDrainKeepsOldPattern(t *testing.T) {
+	t.Setenv(eagerDrainEnv, "eager")
+	q := newFakeCQ(t)
+	w := newWaiter(t, q, 0)
+	done := make(chan error, 1)
+	go func() { _, err := w.Wait(); done <- err }()
+	require.Eventually(t, func() bool { return q.drains.Load() >= 1 }, 5*time.Second, time.Millisecond,
+		"no drain before the sleep")
+	q.post(1)
+	require.NoError(t, <-done)
 }

@@ -20,11 +20,12 @@ const (
 	maxSpinBackoff          = 64
 )
 
-// eagerDrain restores the wake-up pattern before the drains were cut
-// (RDMANET_POLLER_DRAIN=eager): a drain before every sleep, and a second
-// one after every drain that found events. It is there so that one VM run
-// can measure both patterns (test/rxevm/twohost's benchmark).
-var eagerDrain = os.Getenv("RDMANET_POLLER_DRAIN") == "eager"
+// eagerDrainEnv, set to "eager" when a Waiter is made, gives it the
+// wake-up pattern from before the drains were cut: a drain before every
+// sleep, and a second one after every drain that found events. It is
+// there so that one VM run can measure both patterns
+// (test/rxevm/twohost's benchmark).
+const eagerDrainEnv = "RDMANET_POLLER_DRAIN"
 
 // Source is what a Waiter waits for: a CQ and its completion channel.
 type Source interface {
@@ -59,6 +60,7 @@ type Waiter struct {
 	armedNow     bool // armed within the current rc.Read: no drain needed before sleeping
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
+	eagerDrain   bool // RDMANET_POLLER_DRAIN=eager (eagerDrainEnv)
 	// The narrow fd (SetNarrow): a second fd the wait may sleep on, as
 	// narrow says before each sleep; nf is nil without one.
 	nf     *os.File
@@ -84,7 +86,7 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Waiter{f: f, rc: rc, src: src, spin: spin}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
 	w.fn = w.step
 	return w, nil
 }
@@ -130,7 +132,7 @@ func (w *Waiter) step(uintptr) bool {
 		// and the CQ known to be disarmed.
 		w.slept = false
 		ev, err := w.src.Drain()
-		if err == nil && ev > 0 && eagerDrain {
+		if err == nil && ev > 0 && w.eagerDrain {
 			_, err = w.src.Drain() // the second read the old pattern did
 		}
 		if err != nil {
@@ -155,7 +157,7 @@ func (w *Waiter) step(uintptr) bool {
 			w.armed, w.armedNow = true, true
 			continue // poll once more after arming
 		}
-		if w.armedNow && w.nf == nil && !eagerDrain {
+		if w.armedNow && w.nf == nil && !w.eagerDrain {
 			// Armed inside this rc.Read, with the channel read dry
 			// before (an event disarms the CQ, and every event was
 			// drained before re-arming): an event from now on is an
