@@ -56,6 +56,14 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, 0) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, 0) }},
+			benchCase{"rdmanet ping-pong, multicast answer, Spin 0, old drains", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 {
+					return s.oldDrains(func() float64 { return s.pingPong(t, n, false, 0) })
+				}},
+			benchCase{"rdmanet ping-pong, unicast answer, Spin 0, old drains", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 {
+					return s.oldDrains(func() float64 { return s.pingPong(t, n, true, 0) })
+				}},
 			benchCase{"rdmanet perf pingpong (cmd/rdmanet), Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.perfPingPong(t, n) }},
 			benchCase{"rdmanet ping-pong, multicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
@@ -87,7 +95,7 @@ func TestBenchTwoHost(t *testing.T) {
 	// The tables: one row per measure, its value in each round, and for
 	// rdmanet's rows the per-round ratios to the baseline and their median.
 	for _, size := range []int{64, 1024} {
-		fmt.Printf("RXEVM-TABLE %d B across hosts, %d rounds\n", size, rounds)
+		fmt.Printf("RXEVM-TABLE %d B %s, %d rounds\n", size, where(s), rounds)
 		hdr := "| " + fmt.Sprint(size) + " B | "
 		for r := 1; r <= rounds; r++ {
 			hdr += fmt.Sprintf("round %d | ", r)
@@ -118,11 +126,31 @@ func TestBenchTwoHost(t *testing.T) {
 	}
 }
 
+// oldDrains runs f with both sides' CQ waits in the wake-up pattern from
+// before the drains were cut (internal/poller, RDMANET_POLLER_DRAIN=eager):
+// the before-and-after rows of one run.
+func (s *site) oldDrains(f func() float64) float64 {
+	const env = "RDMANET_POLLER_DRAIN"
+	os.Setenv(env, "eager")
+	s.helperEnv = []string{env + "=eager"}
+	defer func() { os.Unsetenv(env); s.helperEnv = nil }()
+	return f()
+}
+
 func fmtValue(x float64, rate bool) string {
 	if rate {
 		return fmt.Sprintf("%.1fk", x/1000)
 	}
 	return fmt.Sprintf("%.1f", x)
+}
+
+// where says what the run measured: two VMs, or one VM whose "peer" is
+// itself (test/rxevm/init's run_benchmarks1: rxe0 to itself).
+func where(s *site) string {
+	if s.peer.Equal(s.addr) {
+		return "on one host (rxe0 to itself)"
+	}
+	return "across hosts"
 }
 
 func median(v []float64) float64 {

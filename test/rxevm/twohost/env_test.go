@@ -23,6 +23,9 @@ type site struct {
 	softAddr net.IP // the peer's software-backend address, in namespace softNS
 	softNS   string
 	agent    *peer.Client
+	// helperEnv is added to the environment of the helpers started on
+	// the peer (the benchmark's old-drain rows).
+	helperEnv []string
 }
 
 // needPeer skips without RDMANET_TEST_PEER and fails when it is set but a

@@ -419,7 +419,7 @@ func (s *site) helperOnPeer(t *testing.T, name, role, ns string, args ...string)
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
-	_, err := s.agent.Start(peer.StartRequest{Name: name, Argv: argv, Env: []string{envHelper + "=" + role}, Stdin: role == "sink"})
+	_, err := s.agent.Start(peer.StartRequest{Name: name, Argv: argv, Env: append([]string{envHelper + "=" + role}, s.helperEnv...), Stdin: role == "sink"})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.agent.Stop(name) })
 	r, err := s.agent.Wait(name, "READY", 60*time.Second)
