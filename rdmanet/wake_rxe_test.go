@@ -1,0 +1,70 @@
+package rdmanet_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// TestPingPongCrossings counts the data-path cgo crossings of an
+// event-driven ping-pong on rdma-core (a request on a group, answered by
+// unicast; both conns in this process, Spin 0): each message that wakes
+// a sleeping reader costs poll, arm, poll, then after the wake one read
+// of the event and one poll, plus the writer's reap and post: about 7
+// per message, 14 per round trip. The wake-up pattern before the drains
+// were cut (RDMANET_POLLER_DRAIN=eager: a read that says EAGAIN before
+// each sleep, and two more after each wake) costs about 9 per message;
+// the test measures both in the same run and wants the saving.
+func TestPingPongCrossings(t *testing.T) {
+	needDevice(t)
+	const rounds = 200
+	measure := func(t *testing.T, group byte) float64 {
+		g := &net.UDPAddr{IP: net.IPv4(239, 1, 51, group)}
+		echo := listen(t, g)
+		asker := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+		done := make(chan error, 1)
+		go func() {
+			buf := make([]byte, 64)
+			for i := 0; i < rounds+10; i++ {
+				echo.SetReadDeadline(time.Now().Add(5 * time.Second))
+				n, from, err := echo.ReadFromAddr(buf)
+				if err != nil {
+					done <- err
+					return
+				}
+				if _, err := echo.WriteTo(buf[:n], &from); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		buf := make([]byte, 64)
+		var c0 uint64
+		for i := 0; i < rounds+10; i++ {
+			if i == 10 { // after a warm-up: address handle made, rings settled
+				c0 = rdmacore.Crossings()
+			}
+			_, err := asker.WriteTo(buf, g)
+			require.NoError(t, err)
+			asker.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _, err = asker.ReadFromAddr(buf)
+			require.NoError(t, err, "answer %d", i)
+		}
+		per := float64(rdmacore.Crossings()-c0) / rounds
+		require.NoError(t, <-done)
+		return per
+	}
+	t.Setenv("RDMANET_POLLER_DRAIN", "eager")
+	old := measure(t, 1)
+	t.Setenv("RDMANET_POLLER_DRAIN", "")
+	now := measure(t, 2)
+	t.Logf("crossings per round trip: %.2f (old drains %.2f)", now, old)
+	require.LessOrEqual(t, now, 15.0, "crossings per round trip")
+	require.GreaterOrEqual(t, old-now, 2.0, "saving per round trip (old %.2f, now %.2f)", old, now)
+}
