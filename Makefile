@@ -32,7 +32,7 @@ test-rxe2:
 # The same comparison in one VM, rxe0 to itself (test/rxevm/init's
 # run_benchmarks1 runs TestBenchTwoHost against an agent in the same VM).
 bench-rxe:
-	RXEVM_BENCH=1 RXEVM_BENCH_ROUNDS=$${RXEVM_BENCH_ROUNDS:-3} RXEVM_TEST_RUN='^$$' RXEVM_BENCH_RUN='^$$' \
+	RXEVM_BENCH=perftest RXEVM_BENCH_ROUNDS=$${RXEVM_BENCH_ROUNDS:-3} RXEVM_TEST_RUN='^$$' \
 	  RXEVM_PKGS=$${RXEVM_PKGS:-./test/rxevm/twohost} RXEVM_CMDS="$${RXEVM_CMDS-./cmd/rdmanet ./test/rxevm/rxepeer}" \
 	  RXEVM_TEST_TIMEOUT=$${RXEVM_TEST_TIMEOUT:-1500} RXEVM_TIMEOUT=$${RXEVM_TIMEOUT:-1800} test/rxevm/run.sh
 

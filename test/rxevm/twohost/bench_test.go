@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -29,6 +30,10 @@ const (
 	benchPingIters = 1000  // round trips, as ib_send_lat's default
 	benchBWIters   = 20000 // messages, as the one-VM harness's ib_send_bw
 	benchSpin      = 50 * time.Microsecond
+	// benchSpinRTT covers the round trip under TCG (200 µs to 1.5 ms
+	// here), so that the reader polls for the whole wait, as polling
+	// ib_send_lat does: the comparison with the same resources.
+	benchSpinRTT = 2 * time.Millisecond
 )
 
 // benchCase is one row of the table: a measure and the perftest baseline
@@ -78,6 +83,10 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpin) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpin) }},
+			benchCase{"rdmanet ping-pong, multicast answer, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpinRTT) }},
+			benchCase{"rdmanet ping-pong, unicast answer, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpinRTT) }},
 			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n) }},
 			benchCase{"rdmanet WriteTo/ReadFrom (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
 				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1) }},
@@ -224,12 +233,18 @@ func (s *site) perftestLat(t *testing.T, size int, events bool) float64 {
 	if events {
 		args = append(args, "-e")
 	}
-	client, _ := s.perftest(t, "ib_send_lat", args...)
-	// #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-	f := resultRow(t, client, size, 9)
-	v, err := strconv.ParseFloat(f[4], 64)
-	require.NoError(t, err, f)
-	return v
+	// perftest's clock under TCG sometimes gives "inf": measure again.
+	for try := 1; ; try++ {
+		client, _ := s.perftest(t, "ib_send_lat", args...)
+		// #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+		f := resultRow(t, client, size, 9)
+		v, err := strconv.ParseFloat(f[4], 64)
+		require.NoError(t, err, f)
+		if (v > 0 && !math.IsInf(v, 0)) || try == 3 {
+			return v
+		}
+		fmt.Printf("ib_send_lat %v: t_typical %q, again\n", args, f[4])
+	}
 }
 
 // perftestBW: ib_send_bw's message rate at the receiver (the server), in
