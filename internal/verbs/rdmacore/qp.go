@@ -475,12 +475,15 @@ type cq struct {
 	got     uint64 // events read by GetEvents
 	acked   uint64 // events acked with ibv_ack_cq_events
 	pending uint32 // AckEvents not yet passed on
-	// owed bounds the events the channel may hold unread: each arm
-	// (ibv_req_notify_cq) raises at most one event, so an arm adds one,
-	// an event read takes one, and a read that says EAGAIN clears it.
-	// GetEvents reads at most owed events and none when it is 0: the
-	// read(2) that would only say EAGAIN is saved (one per wake-up).
-	// This CQ is the only one on its channel (newCQ).
+	// owed bounds the events the channel may hold unread or still
+	// raise: each arm (ibv_req_notify_cq) raises at most one event, so
+	// an arm adds one and an event read takes one. A read that says
+	// EAGAIN does not clear it: the arm's event may come later (rxe
+	// shows the completion before it queues the event). GetEvents reads
+	// at most owed events and none when it is 0: the read(2) that would
+	// only say EAGAIN is saved, one per wake-up. This CQ is the only one
+	// on its channel (newCQ); its waiter arms only after reading the
+	// previous arm's event (internal/poller), so owed stays 0 or 1.
 	owed atomic.Int64
 	// eager (RDMANET_POLLER_DRAIN=eager when the CQ was made, as
 	// internal/poller reads it) reads until EAGAIN whatever owed says:
@@ -588,14 +591,10 @@ func (ch *compChannel) GetEvents() (int, error) {
 	} else if max <= 0 {
 		return 0, nil
 	}
-	var n, dry C.int
+	var n C.int
 	crossings.Add(1)
-	e := C.rn_get_cq_events(c.ch, C.int(max), &n, &dry)
-	if dry != 0 {
-		c.owed.Store(0)
-	} else if n > 0 {
-		c.owed.Add(-int64(n))
-	}
+	e := C.rn_get_cq_events(c.ch, C.int(max), &n)
+	c.owed.Add(-int64(n))
 	c.evMu.Lock()
 	c.got += uint64(n)
 	c.evMu.Unlock()

@@ -534,21 +534,18 @@ static inline int rn_req_notify(struct rn_ibv_cq *cq)
 /* rn_get_cq_events drains the (non-blocking) channel: ibv_get_cq_event
  * until EAGAIN, or until max events were read when max > 0 (the caller
  * knows no more can be there). *n is how many were read; they must be
- * acked. *dry is 1 when the read said EAGAIN. */
-static int rn_get_cq_events(struct rn_ibv_comp_channel *ch, int max, int *n, int *dry)
+ * acked. */
+static int rn_get_cq_events(struct rn_ibv_comp_channel *ch, int max, int *n)
 {
 	struct rn_ibv_cq *cq;
 	void *ctx;
 
 	*n = 0;
-	*dry = 0;
 	while (max <= 0 || *n < max) {
 		errno = 0;
 		if (rn_lib.ibv_get_cq_event(ch, &cq, &ctx)) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				*dry = 1;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
-			}
 			return rn_err(0);
 		}
 		(*n)++;
