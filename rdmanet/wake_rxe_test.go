@@ -13,13 +13,17 @@ import (
 
 // TestPingPongCrossings counts the data-path cgo crossings of an
 // event-driven ping-pong on rdma-core (a request on a group, answered by
-// unicast; both conns in this process, Spin 0): each message that wakes
-// a sleeping reader costs poll, arm, poll, then after the wake one read
-// of the event and one poll, plus the writer's reap and post: about 7
-// per message, 14 per round trip. The wake-up pattern before the drains
-// were cut (RDMANET_POLLER_DRAIN=eager: a read that says EAGAIN before
-// each sleep, and two more after each wake) costs about 9 per message;
-// the test measures both in the same run and wants the saving.
+// unicast; both conns in this process, Spin 0). Each side waits 1 ms
+// before it writes, so that the reader is asleep in the netpoller when
+// the message comes (on rxe0 to itself a message is often complete
+// before its post returns, and a reader that has not slept yet finds it
+// by the poll after arming). A message that wakes a sleeping reader
+// costs poll, arm, poll, then after the wake one read of the event and
+// one poll, plus the writer's reap and post: 7 per message, 14 per round
+// trip. The pattern before the drains were cut (RDMANET_POLLER_DRAIN=eager:
+// a read that says EAGAIN before each sleep, and a second GetEvents after
+// each wake) costs 9 per message; the test measures both in the same run
+// and wants the saving.
 func TestPingPongCrossings(t *testing.T) {
 	needDevice(t)
 	const rounds = 200
@@ -37,6 +41,7 @@ func TestPingPongCrossings(t *testing.T) {
 					done <- err
 					return
 				}
+				time.Sleep(time.Millisecond) // the asker is asleep when the answer comes
 				if _, err := echo.WriteTo(buf[:n], &from); err != nil {
 					done <- err
 					return
@@ -50,6 +55,7 @@ func TestPingPongCrossings(t *testing.T) {
 			if i == 10 { // after a warm-up: address handle made, rings settled
 				c0 = rdmacore.Crossings()
 			}
+			time.Sleep(time.Millisecond) // the echo is asleep when the request comes
 			_, err := asker.WriteTo(buf, g)
 			require.NoError(t, err)
 			asker.SetReadDeadline(time.Now().Add(5 * time.Second))
