@@ -77,6 +77,7 @@ func (c *Conn) reapSends() (int, error) {
 		wc := &s.wcs[i]
 		if wc.Status != verbs.WCSuccess {
 			atomic.AddUint64(&c.ctr.sendErrors, 1)
+			c.sendFailed() // the QP is in the error state: recover.go
 		}
 		if wc.WRID+1 > s.tail {
 			s.tail = wc.WRID + 1
@@ -243,7 +244,7 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	}
 	s := &c.wr
 	s.mu.Lock()
-	err := c.checkOpen()
+	err := c.checkWrite()
 	var t target
 	if err == nil {
 		t, err = c.resolve(addr)
@@ -271,7 +272,7 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	defer s.mu.Unlock()
 	sent := 0
 	for sent < len(ms) {
-		if err := c.checkOpen(); err != nil {
+		if err := c.checkWrite(); err != nil {
 			return sent, c.opError("write", nil, err)
 		}
 		k := len(ms) - sent
