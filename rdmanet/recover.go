@@ -136,10 +136,11 @@ func (c *Conn) recoverLoop() {
 		} else {
 			c.rd.waiter.Kick()
 		}
+		wait := max(time.Millisecond, time.Until(time.Unix(0, c.rec.next.Load())))
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-time.After(time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -166,6 +167,8 @@ func (c *Conn) recoverLocked() {
 		return
 	}
 	if err := r.Reset(); err != nil {
+		// ErrPortDown: the send failures came before PORT_ERR did; the
+		// port event stops the tries, or the next one succeeds.
 		c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
 		return
 	}

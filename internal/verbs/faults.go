@@ -1,5 +1,11 @@
 package verbs
 
+import "errors"
+
+// ErrPortDown: the port is not ACTIVE (its link is down): a QP cannot be
+// brought back to work yet.
+var ErrPortDown = errors.New("verbs: port not active")
+
 // QPResetter is implemented by QPs that can be brought back from the error
 // state in place: a UD QP that was sending when its port went down ends in
 // ERR (rxe does this on a link flap), where every later send completes
@@ -11,7 +17,10 @@ type QPResetter interface {
 	// Ready reports whether the QP is in RTS (ibv_query_qp).
 	Ready() (bool, error)
 	// Reset takes the QP through RESET, INIT and RTR back to RTS
-	// (ibv_modify_qp), with the P_Key index, port and Q_Key it had.
+	// (ibv_modify_qp), with the P_Key index, port and Q_Key it had. It
+	// fails with ErrPortDown, doing nothing, while the port is not
+	// ACTIVE: a QP reset then would only fail again (and rxe's may not
+	// send even once the link is back).
 	Reset() error
 }
 

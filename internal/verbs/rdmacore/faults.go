@@ -51,6 +51,13 @@ func (q *qp) Reset() error {
 	if q.d.qp != q || q.d.cm.qp == nil {
 		return fmt.Errorf("ibv_modify_qp: %w", verbs.ErrClosed)
 	}
+	pa, err := queryPort(q.d.cm.verbs, q.d.local.Device, q.d.local.Port)
+	if err != nil {
+		return err
+	}
+	if pa.State != verbs.PortActive {
+		return fmt.Errorf("ibv_modify_qp QP %#x: %s port %d is %v: %w", q.qpn, q.d.local.Device, q.d.local.Port, pa.State, verbs.ErrPortDown)
+	}
 	if e := C.rn_reset_qp(q.d.cm.qp, C.int(q.d.local.Port)); e != 0 {
 		return fmt.Errorf("ibv_modify_qp QP %#x to RTS through RESET: %w", q.qpn, unix.Errno(e))
 	}
