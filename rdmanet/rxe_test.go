@@ -418,6 +418,9 @@ func TestRXEDeviceRemoval(t *testing.T) {
 	// of the device by itself too.
 	idle, err := lc.ListenMulticast(t.Context(), "rdma", nil, g)
 	require.NoError(t, err)
+	// On failure, close them before the deferred deletion waits for them.
+	defer c.Close()
+	defer idle.Close()
 	errc := make(chan error, 1)
 	go func() {
 		_, _, err := c.ReadFrom(make([]byte, 100))
