@@ -31,7 +31,7 @@ IMAGE=$RXEVM_WORK/initramfs.cpio
 # (their block-buffered stdout would be lost otherwise).
 HOST_BINS=(
   /usr/bin/mckey /usr/bin/udaddy /usr/bin/ibv_devinfo /usr/bin/ibv_devices
-  /usr/bin/ib_send_bw /usr/bin/rdma /usr/bin/stdbuf
+  /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/rdma /usr/bin/stdbuf
   "$(command -v ip)"
 )
 HOST_LIBS=(
