@@ -82,10 +82,13 @@ func (c *Conn) markLent(slot uint64, lent bool) {
 	}
 }
 
-// sendFailed notes a send that completed with an error: the QP is in the
-// error state. The event goroutine starts the reset (kickEvents): only it
+// sendFailed notes a send that completed with an error: a verbs QP is
+// then in the error state. The event goroutine starts the reset (kickEvents): only it
 // starts goroutines, so that none starts while Close waits for them.
 func (c *Conn) sendFailed() {
+	if _, ok := c.qp.(verbs.QPResetter); !ok {
+		return // a failed send on this QP is that send's alone (software)
+	}
 	if c.rec.broken.Swap(true) {
 		return
 	}
@@ -159,6 +162,10 @@ func (c *Conn) recoverLocked() {
 	defer c.lend.mu.Unlock()
 	r, ok := c.qp.(verbs.QPResetter)
 	if !ok || c.closed.Load() || c.fatalErr.Load() != nil {
+		// Nothing to reset with (the software QP never enters an error
+		// state: a failed send there is that send's alone), or nothing
+		// left to reset.
+		c.rec.broken.Store(false)
 		c.rec.pending.Store(false)
 		return
 	}
