@@ -32,6 +32,9 @@ type devCtx struct {
 
 	mu  sync.Mutex // ids; serializes ibv_get_async_event
 	ids map[*id]struct{}
+	// removed: an ID here saw DEVICE_REMOVAL. The last ID to go then
+	// makes librdmacm drop the device (id.Close).
+	removed bool
 }
 
 var devCtxs struct {
@@ -63,18 +66,24 @@ func attachDev(d *id) (*devCtx, error) {
 	return dc, nil
 }
 
-// detach unregisters d; the last ID forgets the context (librdmacm may
-// close it once no cm id uses it).
-func (dc *devCtx) detach(d *id) {
+// detach unregisters d, which has destroyed its cm id; the last ID
+// forgets the context (librdmacm may close it once no cm id uses it). It
+// reports whether d was the last ID on a removed device.
+func (dc *devCtx) detach(d *id) (lastRemoved bool) {
 	devCtxs.mu.Lock()
 	defer devCtxs.mu.Unlock()
 	dc.mu.Lock()
 	delete(dc.ids, d)
 	empty := len(dc.ids) == 0
+	if d.removed.Load() {
+		dc.removed = true
+	}
+	lastRemoved = empty && dc.removed
 	dc.mu.Unlock()
 	if empty && devCtxs.m[dc.ctx] == dc {
 		delete(devCtxs.m, dc.ctx)
 	}
+	return lastRemoved
 }
 
 // drain reads every pending async event and hands each to the IDs it

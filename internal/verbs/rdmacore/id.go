@@ -344,12 +344,15 @@ func (d *id) Close() error {
 	if q != nil {
 		note(q.destroy())
 	}
-	if d.dev != nil {
-		d.dev.detach(d)
-	}
 	note(d.destroyID())
 	d.closeEventSet()
-	if d.removed.Load() {
+	// After DEVICE_REMOVAL, librdmacm closes its verbs context of the
+	// device (which the kernel waits for) only when it next reads the
+	// device list. Read while another cm id on the device still lived, it
+	// was seen to block for good (librdmacm reads it under the lock that
+	// rdma_destroy_id takes): so only the last ID on the device, its own
+	// cm id destroyed, reads it.
+	if d.dev != nil && d.dev.detach(d) || d.dev == nil && d.removed.Load() {
 		C.rn_sync_devices()
 	}
 	return errors.Join(errs...)
