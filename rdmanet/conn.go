@@ -43,6 +43,7 @@ type Conn struct {
 	wr   sendState
 	grp  groupState
 	ev   eventState
+	rec  recoverState
 	ctr  counters
 }
 

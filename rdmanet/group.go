@@ -247,7 +247,7 @@ func (c *Conn) Groups() []Addr {
 // closes.
 func (c *Conn) rejoin(mgid ipoib.GID) {
 	backoff := 10 * time.Millisecond
-	for c.ctx.Err() == nil {
+	for c.ctx.Err() == nil && c.fatalErr.Load() == nil {
 		m := c.grp.lookupMGID(mgid)
 		if m == nil {
 			return

@@ -99,6 +99,9 @@ func (c *Conn) flushReposts() error {
 // held, directly or through the poller.
 func (c *Conn) pollRecv() (int, error) {
 	r := &c.rd
+	if c.rec.pending.Load() {
+		c.recoverLocked() // a QP reset waits for rd.mu: recover.go
+	}
 	if r.count > 0 {
 		return r.count, nil
 	}

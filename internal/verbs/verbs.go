@@ -302,6 +302,17 @@ const (
 	EventDeviceRemoval
 	// EventAddrChange: the bound address moved (informational).
 	EventAddrChange
+	// EventPortError: the bound port went down (IBV_EVENT_PORT_ERR, for
+	// example its netdev's link): nothing can be sent until
+	// EventPortActive, and a QP that sends meanwhile goes to the error
+	// state.
+	EventPortError
+	// EventPortActive: the bound port is up again (IBV_EVENT_PORT_ACTIVE).
+	EventPortActive
+	// EventQPError: the ID's QP went to the error state
+	// (IBV_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): it must be reset
+	// (QPResetter) before it sends or receives again.
+	EventQPError
 )
 
 func (t EventType) String() string {
@@ -312,6 +323,12 @@ func (t EventType) String() string {
 		return "DEVICE_REMOVAL"
 	case EventAddrChange:
 		return "ADDR_CHANGE"
+	case EventPortError:
+		return "PORT_ERR"
+	case EventPortActive:
+		return "PORT_ACTIVE"
+	case EventQPError:
+		return "QP_FATAL"
 	}
 	return "UNKNOWN_EVENT"
 }

@@ -220,7 +220,7 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		}
 		return nil, err
 	}
-	d := &id{ch: ch, chFd: int(ch.fd), groups: map[verbs.GID]*group{}, pending: map[uint64]*joinResult{}}
+	d := &id{ch: ch, chFd: int(ch.fd), epfd: -1, efd: -1, groups: map[verbs.GID]*group{}, pending: map[uint64]*joinResult{}}
 	if err := unix.SetNonblock(d.chFd, true); err != nil {
 		C.rn_destroy_event_channel(ch)
 		return nil, fmt.Errorf("rdmacore: set cm event channel non-blocking: %w", err)
@@ -255,6 +255,15 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		d.destroyID()
 		return nil, fmt.Errorf("rdma_bind_addr %s: bound to %s port %d, want %s port %d: %w",
 			ip, d.local.Device, d.local.Port, cfg.Device, cfg.Port, verbs.ErrNoDevice)
+	}
+	if d.dev, err = attachDev(d); err != nil {
+		d.destroyID()
+		return nil, err
+	}
+	if err := d.openEventSet(); err != nil {
+		d.dev.detach(d)
+		d.destroyID()
+		return nil, err
 	}
 	return d, nil
 }
