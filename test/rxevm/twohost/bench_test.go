@@ -1,13 +1,17 @@
 package twohost
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +97,27 @@ func TestBenchTwoHost(t *testing.T) {
 			benchCase{"rdmanet batches of 32 (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
 				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32) }},
 		)
+	}
+	if only := os.Getenv("RDMANET_TEST_BENCH_ONLY"); only != "" {
+		// A regexp of the rows to measure (their baselines are kept).
+		re := regexp.MustCompile(only)
+		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return c.baseline != "" && !re.MatchString(c.name) })
+	}
+	if os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "1" {
+		// A CPU profile of this process (the asking side) over every
+		// round, printed base64 as RXEVM-PPROF lines: the VM has no other
+		// way out.
+		var prof bytes.Buffer
+		require.NoError(t, pprof.StartCPUProfile(&prof))
+		defer func() {
+			pprof.StopCPUProfile()
+			b64 := base64.StdEncoding.EncodeToString(prof.Bytes())
+			for len(b64) > 0 {
+				k := min(len(b64), 76)
+				fmt.Printf("RXEVM-PPROF %s\n", b64[:k])
+				b64 = b64[k:]
+			}
+		}()
 	}
 	key := func(name string, size int) string { return fmt.Sprintf("%s/%d", name, size) }
 	vals := map[string][]float64{}
