@@ -1,8 +1,6 @@
 package poller
 
 import (
-	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -49,37 +47,4 @@ func TestEagerDrainKeepsOldPattern(t *testing.T) {
 		"no drain before the sleep")
 	q.post(1)
 	require.NoError(t, <-done)
-}
-
-// TestBlockingWaitWakesAndTimesOut: with RDMANET_POLLER_BLOCK=1 a wait
-// sleeps in poll(2) on its thread; a completion wakes it, a deadline ends
-// it with os.ErrDeadlineExceeded, Close with net.ErrClosed.
-func TestBlockingWaitWakesAndTimesOut(t *testing.T) {
-	t.Setenv(blockEnv, "1")
-	q := newFakeCQ(t)
-	w := newWaiter(t, q, 0)
-	require.True(t, w.block)
-	done := make(chan error, 1)
-	go func() { _, err := w.Wait(); done <- err }()
-	require.Eventually(t, func() bool { return q.arms.Load() == 1 }, 5*time.Second, time.Millisecond)
-	time.Sleep(2 * time.Millisecond)
-	q.post(1)
-	require.NoError(t, <-done)
-
-	require.NoError(t, w.SetDeadline(time.Now().Add(30*time.Millisecond)))
-	start := time.Now()
-	_, err := w.Wait()
-	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
-	require.Less(t, time.Since(start), time.Second)
-
-	require.NoError(t, w.SetDeadline(time.Time{}))
-	go func() { _, err := w.Wait(); done <- err }()
-	time.Sleep(20 * time.Millisecond)
-	require.NoError(t, w.Close())
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, net.ErrClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end a blocking wait")
-	}
 }

@@ -27,18 +27,6 @@ const (
 // (test/rxevm/twohost's benchmark).
 const eagerDrainEnv = "RDMANET_POLLER_DRAIN"
 
-// blockEnv, set to "1" when a Waiter is made, makes its waits on an
-// edge-triggered channel (no narrow fd) sleep in poll(2) on the waiting
-// goroutine's own thread, as perftest's blocking ibv_get_cq_event does,
-// instead of parking in the netpoller: a wake-up is then one syscall's
-// return, with no netpoller hand-off and no scheduler work, at the cost
-// of an OS thread held per sleeping wait. The sleep is cut into
-// blockSlice pieces so that Close and deadline changes are seen within
-// one. An experiment, measured by test/rxevm/twohost's benchmark.
-const blockEnv = "RDMANET_POLLER_BLOCK"
-
-const blockSlice = 10 * time.Millisecond
-
 // Source is what a Waiter waits for: a CQ and its completion channel.
 type Source interface {
 	// Poll collects completions without blocking and reports how many.
@@ -73,8 +61,6 @@ type Waiter struct {
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
 	eagerDrain   bool // RDMANET_POLLER_DRAIN=eager (eagerDrainEnv)
-	block        bool // RDMANET_POLLER_BLOCK=1 (blockEnv): sleep in poll(2), not the netpoller
-	pfd          [1]unix.PollFd
 	// The narrow fd (SetNarrow): a second fd the wait may sleep on, as
 	// narrow says before each sleep; nf is nil without one.
 	nf     *os.File
@@ -100,8 +86,7 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager",
-		block: os.Getenv(blockEnv) == "1"}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
 	w.fn = w.step
 	return w, nil
 }
@@ -125,70 +110,8 @@ func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 	return f, rc, nil
 }
 
-// step runs the wake-up protocol (round); true ends the wait, false
-// sleeps in the netpoller. In blocking mode a round that would sleep
-// sleeps in poll(2) on fd here instead, and the next round follows its
-// wake-up.
-func (w *Waiter) step(fd uintptr) bool {
-	for {
-		if w.round() {
-			return true
-		}
-		if !w.block || w.level || w.nf != nil {
-			return false
-		}
-		switch w.blockPoll(int(fd)) {
-		case blockDone:
-			return true
-		case blockPark:
-			return false
-		}
-	}
-}
-
-const (
-	blockReadable = iota // the fd is readable: another round
-	blockDone            // w.err says why the wait ends
-	blockPark            // kicked: let the netpoller see the kick
-)
-
-// blockPoll sleeps in poll(2) until fd is readable, the deadline passes,
-// the Waiter is closed or kicked.
-func (w *Waiter) blockPoll(fd int) int {
-	for {
-		if w.closed.Load() {
-			w.err = net.ErrClosed
-			return blockDone
-		}
-		w.dmu.Lock()
-		d, kicked := w.deadline, w.kicked
-		w.dmu.Unlock()
-		if kicked {
-			return blockPark
-		}
-		timeout := blockSlice
-		if !d.IsZero() {
-			left := time.Until(d)
-			if left <= 0 {
-				w.err = os.ErrDeadlineExceeded
-				return blockDone
-			}
-			timeout = min(timeout, left)
-		}
-		w.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-		n, err := unix.Poll(w.pfd[:], int((timeout+time.Millisecond-1)/time.Millisecond))
-		if err != nil && err != unix.EINTR {
-			w.err = os.NewSyscallError("poll", err)
-			return blockDone
-		}
-		if n > 0 {
-			return blockReadable
-		}
-	}
-}
-
-// round is one round of the wake-up protocol; true ends the wait.
-func (w *Waiter) round() bool {
+// step is one round of the wake-up protocol; true ends the wait.
+func (w *Waiter) step(uintptr) bool {
 	if w.level {
 		if w.slept {
 			w.slept = false

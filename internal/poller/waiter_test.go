@@ -216,7 +216,6 @@ func TestWaitAllocatesNothing(t *testing.T) {
 
 // 1000 goroutines each blocked in Wait must not hold 1000 OS threads.
 func TestBlockedWaitersHoldNoThreads(t *testing.T) {
-	t.Setenv(blockEnv, "") // RDMANET_POLLER_BLOCK=1 holds a thread per sleeping wait, by design
 	const n = 1000
 	ws := make([]*Waiter, n)
 	qs := make([]*fakeCQ, n)

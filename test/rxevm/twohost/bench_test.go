@@ -73,14 +73,6 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 {
 					return s.oldDrains(func() float64 { return s.pingPong(t, n, true, 0) })
 				}},
-			benchCase{"rdmanet ping-pong, multicast answer, Spin 0, blocking wait", size, "ib_send_lat -c UD -e (p50 us)", false,
-				func(t *testing.T, s *site, n int) float64 {
-					return s.blockingWait(func() float64 { return s.pingPong(t, n, false, 0) })
-				}},
-			benchCase{"rdmanet ping-pong, unicast answer, Spin 0, blocking wait", size, "ib_send_lat -c UD -e (p50 us)", false,
-				func(t *testing.T, s *site, n int) float64 {
-					return s.blockingWait(func() float64 { return s.pingPong(t, n, true, 0) })
-				}},
 			benchCase{"rdmanet perf pingpong (cmd/rdmanet), Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.perfPingPong(t, n) }},
 			benchCase{"rdmanet ping-pong, multicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
@@ -173,12 +165,6 @@ func TestBenchTwoHost(t *testing.T) {
 // the before-and-after rows of one run.
 func (s *site) oldDrains(f func() float64) float64 {
 	return s.withEnv("RDMANET_POLLER_DRAIN", "eager", f)
-}
-
-// blockingWait runs f with both sides' CQ waits sleeping in poll(2) on
-// their threads instead of the netpoller (RDMANET_POLLER_BLOCK=1).
-func (s *site) blockingWait(f func() float64) float64 {
-	return s.withEnv("RDMANET_POLLER_BLOCK", "1", f)
 }
 
 // withEnv runs f with name=value here (for the conns f makes) and in the
