@@ -2,6 +2,7 @@ package rdmanet
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -125,6 +126,14 @@ func (c *Conn) takePending() error {
 	}
 	err := s.pending
 	s.pending = nil
+	// A failed completion may have been the QP going to the error state
+	// (recover.go): say so, with the completion's error beside it.
+	if werr := c.checkWrite(); werr != nil {
+		if err != nil {
+			return fmt.Errorf("%w; %w", werr, err)
+		}
+		return werr
+	}
 	return err
 }
 
