@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -133,8 +132,6 @@ func (c *Conn) teardown() {
 	if c.wr.waiter != nil {
 		c.wr.waiter.Close()
 	}
-	c.rd.src.ackAll()
-	c.wr.src.ackAll()
 	if c.id != nil {
 		c.id.Close() // leaves groups, destroys AHs, QP, CQs, MRs, PD, ID
 	}
@@ -338,5 +335,3 @@ func deadlinePassed(d *atomic.Int64) bool {
 	n := d.Load()
 	return n != 0 && time.Now().UnixNano() >= n
 }
-
-var _ = poller.New

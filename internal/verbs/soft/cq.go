@@ -125,8 +125,8 @@ const (
 // recvCQ is the receive CQ, and the receive queue it completes.
 //
 // Its channel fd is an epoll set over both sockets, EPOLLIN,
-// level-triggered: readable while a datagram waits. Its narrow fd
-// (verbs.Kicker) is the multicast socket alone, which the netpoller
+// level-triggered: readable while a datagram waits. Its waiter (wait.go)
+// may also sleep on a narrow fd, the multicast socket alone, which the netpoller
 // watches without a nested epoll. A waiter sleeps narrow while no unicast
 // datagram came in the last wideWaits waits; then the channel set drops
 // the multicast socket (its datagrams wake the netpoller once), and what
@@ -155,7 +155,7 @@ type recvCQ struct {
 	// would watch the socket itself for EPOLLOUT too, and it is the QP's
 	// sender). narrow (below) says which mode they are set for.
 	wideFd, uniEpFd int
-	// The kick (verbs.Kicker), and the watch on the unicast socket that
+	// The waiter's kick, and the watch on the unicast socket that
 	// calls it: a dup of the socket in the netpoller, and the goroutine's
 	// end.
 	kick      atomic.Pointer[func()]
@@ -171,7 +171,7 @@ type recvCQ struct {
 	// reading narrow, must look for (the watch saw some, or the mode
 	// just became narrow).
 	uniPending atomic.Bool
-	woken      atomic.Bool // the channel just woke a waiter (WakeHinter)
+	woken      atomic.Bool // the channel just woke the waiter
 	last       int         // the socket the last datagram came from
 	single     bool        // wakes bring one datagram: read one slot
 	probe      bool        // a one-slot read happened: check for more
@@ -293,20 +293,16 @@ type recvChannel recvCQ
 
 func (ch *recvChannel) Fd() int { return ch.wideFd }
 
-// NarrowFd implements verbs.Kicker: the multicast socket.
-func (ch *recvChannel) NarrowFd() int { return ch.q.mcFd }
-
 // wideWaits is how many waits after a unicast datagram sleep on the epoll
 // set, which a unicast datagram wakes directly; sleeping narrow, each
 // would cost a kick (a goroutine hand-off and two deadline changes,
 // about 3 µs on the test machine).
 const wideWaits = 64
 
-// Narrow implements verbs.Kicker: sleep on the multicast socket unless a
-// unicast datagram came within the last wideWaits waits. Only the waiter
-// calls it, before each sleep.
-func (ch *recvChannel) Narrow() bool {
-	c := (*recvCQ)(ch)
+// sleepNarrow says whether the waiter sleeps on the multicast socket: yes
+// unless a unicast datagram came within the last wideWaits waits. Only the
+// waiter calls it, before each sleep.
+func (c *recvCQ) sleepNarrow() bool {
 	want := true
 	if c.wide.Load() > 0 {
 		c.wide.Add(-1)
@@ -362,10 +358,9 @@ func epollSet(epfd, fd int, add bool) error {
 	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
-// SetKick implements verbs.Kicker. The first kick set starts the watch on
-// the unicast socket; it runs until the QP is destroyed.
-func (ch *recvChannel) SetKick(kick func()) error {
-	c := (*recvCQ)(ch)
+// setKick sets the waiter's kick (nil: none). The first kick set starts
+// the watch on the unicast socket; it runs until the QP is destroyed.
+func (c *recvCQ) setKick(kick func()) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if kick == nil {

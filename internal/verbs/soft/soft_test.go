@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 func TestMulticastTwoReceivers(t *testing.T) {
@@ -326,7 +327,7 @@ func TestRecvChannelReadiness(t *testing.T) {
 	m, _ := a.join("239.201.7.1", false)
 	_, ah := s.join("239.201.7.1", true)
 	ch := a.qp.RecvCQ().Channel()
-	kk := ch.(verbs.Kicker)
+	kk := soft.RecvWaiterHooksOf(a.qp)
 	fd, nfd := ch.Fd(), kk.NarrowFd()
 	var k kicks
 	require.NoError(t, kk.SetKick(k.kick))

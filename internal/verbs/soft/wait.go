@@ -1,0 +1,106 @@
+package soft
+
+import (
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/poller"
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// The CQs' waiters: a poller.Waiter each, in the netpoller. What the
+// software backend does to wake a reader cheaply stays here and in cq.go;
+// the consumer sees WaitPoll.
+
+// sendWaiter waits for the send CQ: its eventfd is written when a
+// completion is queued while the CQ is armed, so the wait arms, polls
+// again, and reads the eventfd dry before it sleeps.
+type sendWaiter struct {
+	c   *sendCQ
+	w   *poller.Waiter
+	wcs []verbs.WC
+}
+
+// NewWaiter returns the send CQ's waiter.
+func (c *sendCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+	sw := &sendWaiter{c: c}
+	w, err := poller.New(c.efd, "rdmanet-soft-send-cq", sw, spin)
+	if err != nil {
+		return nil, err
+	}
+	sw.w = w
+	return sw, nil
+}
+
+func (w *sendWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
+	w.wcs = wcs
+	n, err := w.w.Wait()
+	w.wcs = nil
+	return n, err
+}
+
+func (w *sendWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
+func (w *sendWaiter) Close() error                  { return w.w.Close() }
+
+// Poll, Arm and Drain are the poller.Source.
+func (w *sendWaiter) Poll() (int, error)  { return w.c.Poll(w.wcs) }
+func (w *sendWaiter) Arm() error          { return w.c.ReqNotify() }
+func (w *sendWaiter) Drain() (int, error) { return w.c.Channel().GetEvents() }
+
+// recvWaiter waits for the receive CQ, whose readiness is its sockets':
+// level-triggered (Poll reads until it finds a completion or both sockets
+// are dry, so after a Poll that found nothing they are quiet, and the
+// wait sleeps at once: nothing to arm or drain). Before each sleep it asks
+// the CQ whether to sleep on the multicast socket alone (narrow: the
+// netpoller wakes it without a nested epoll) or on the epoll set over both
+// sockets (wide); while it sleeps narrow the CQ kicks it for what that fd
+// cannot show (a unicast datagram, receives posted into an empty queue).
+// When a sleep ends because the fd became readable, the next Poll reads
+// at once rather than ask epoll first (recvCQ.woken).
+type recvWaiter struct {
+	c   *recvCQ
+	w   *poller.Waiter
+	wcs []verbs.WC
+}
+
+// NewWaiter returns the receive CQ's waiter.
+func (c *recvCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+	rw := &recvWaiter{c: c}
+	w, err := poller.New(c.wideFd, "rdmanet-soft-recv-cq", rw, spin)
+	if err != nil {
+		return nil, err
+	}
+	w.SetLevelTriggered(true)
+	if err := w.SetNarrow(c.q.mcFd, rw); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := c.setKick(w.Kick); err != nil {
+		w.Close()
+		return nil, err
+	}
+	rw.w = w
+	return rw, nil
+}
+
+func (w *recvWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
+	w.wcs = wcs
+	n, err := w.w.Wait()
+	w.wcs = nil
+	return n, err
+}
+
+func (w *recvWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
+
+// Close stops the kicks and unblocks the wait.
+func (w *recvWaiter) Close() error {
+	w.c.setKick(nil)
+	return w.w.Close()
+}
+
+// Poll, Arm and Drain are the poller.Source; Narrow its poller.Narrower;
+// Woken the poller's news that the fd woke the wait.
+func (w *recvWaiter) Poll() (int, error)  { return w.c.Poll(w.wcs) }
+func (w *recvWaiter) Arm() error          { return nil }
+func (w *recvWaiter) Drain() (int, error) { return 0, nil }
+func (w *recvWaiter) Narrow() bool        { return w.c.sleepNarrow() }
+func (w *recvWaiter) Woken()              { w.c.woken.Store(true) }
