@@ -45,10 +45,10 @@ func TestPerConnCost(t *testing.T) {
 }
 
 // mappedKiB is the process's virtual size (VmSize), residentKiB its RSS.
-func mappedKiB(t *testing.T) int   { return procStatusKiB(t, "VmSize:") }
-func residentKiB(t *testing.T) int { return procStatusKiB(t, "VmRSS:") }
+func mappedKiB(t testing.TB) int   { return procStatusKiB(t, "VmSize:") }
+func residentKiB(t testing.TB) int { return procStatusKiB(t, "VmRSS:") }
 
-func procStatusKiB(t *testing.T, field string) int {
+func procStatusKiB(t testing.TB, field string) int {
 	b, err := os.ReadFile("/proc/self/status")
 	require.NoError(t, err)
 	for _, l := range strings.Split(string(b), "\n") {
