@@ -61,6 +61,8 @@ type Waiter struct {
 	// wait, and deadline is the caller's, put back when the kick is
 	// consumed. dmu orders them.
 	dmu      sync.Mutex
+	stopped  bool // Stop: the deadline stays in the past
+	files    bool // Close: the files are closed
 	kicked   bool
 	deadline time.Time
 	n        int
@@ -82,6 +84,22 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	return w, nil
 }
 
+// Adopt is New for an fd the Waiter takes over instead of a dup: its
+// Close closes fd, and nothing else may (when Adopt fails, fd is the
+// caller's again only if the error is from setnonblock; treat it as
+// closed otherwise). It is for fds whose owner lets the Waiter keep them
+// (a provider's own sockets, epoll sets and eventfds), which then cost no
+// second fd; Stop unblocks waits without closing it.
+func Adopt(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
+	f, rc, err := adoptFile(fd, name)
+	if err != nil {
+		return nil, err
+	}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin}
+	w.fn = w.step
+	return w, nil
+}
+
 // dupFile dups fd, non-blocking, into an *os.File in the netpoller.
 func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -92,13 +110,28 @@ func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 		unix.Close(nfd)
 		return nil, nil, os.NewSyscallError("setnonblock", err)
 	}
-	f := os.NewFile(uintptr(nfd), name)
+	return pollFile(nfd, name)
+}
+
+// pollFile puts the non-blocking fd into an *os.File in the netpoller.
+// From here on the file owns fd: on failure it is closed.
+func pollFile(fd int, name string) (*os.File, syscall.RawConn, error) {
+	f := os.NewFile(uintptr(fd), name)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("poller: %s: %w", name, err)
 	}
 	return f, rc, nil
+}
+
+// adoptFile is pollFile for an fd the caller hands over: on failure
+// before the file owns it, fd is left open.
+func adoptFile(fd int, name string) (*os.File, syscall.RawConn, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, nil, os.NewSyscallError("setnonblock", err)
+	}
+	return pollFile(fd, name)
 }
 
 // step is one round of the wake-up protocol; true ends the wait.
@@ -172,6 +205,9 @@ func (w *Waiter) step(uintptr) bool {
 // that: a window that usually pays keeps spinning, one that never does
 // costs one spin in maxSpinBackoff waits.
 func (w *Waiter) Wait() (int, error) {
+	if w.closed.Load() {
+		return 0, net.ErrClosed
+	}
 	if w.spin > 0 {
 		if w.skip > 0 {
 			w.skip--
@@ -261,6 +297,16 @@ func (w *Waiter) SetNarrow(fd int, n Narrower) error {
 	return nil
 }
 
+// AdoptNarrow is SetNarrow for an fd the Waiter takes over, as Adopt.
+func (w *Waiter) AdoptNarrow(fd int, n Narrower) error {
+	f, rc, err := adoptFile(fd, w.f.Name()+"-narrow")
+	if err != nil {
+		return err
+	}
+	w.nf, w.nrc, w.narrow = f, rc, n
+	return nil
+}
+
 // unkick consumes a kick, putting the caller's deadline back; it reports
 // whether there was one (else the deadline that passed was the caller's).
 func (w *Waiter) unkick() bool {
@@ -270,7 +316,9 @@ func (w *Waiter) unkick() bool {
 		return false
 	}
 	w.kicked = false
-	w.setDeadlines(w.deadline)
+	if !w.stopped {
+		w.setDeadlines(w.deadline)
+	}
 	return true
 }
 
@@ -287,6 +335,9 @@ func (w *Waiter) Armed() bool { return w.armed }
 func (w *Waiter) SetDeadline(t time.Time) error {
 	w.dmu.Lock()
 	defer w.dmu.Unlock()
+	if w.stopped {
+		return nil // the deadline stays in the past
+	}
 	w.deadline = t
 	if w.kicked {
 		return nil // set when the kick is consumed
@@ -294,10 +345,30 @@ func (w *Waiter) SetDeadline(t time.Time) error {
 	return mapErr(w.setDeadlines(t))
 }
 
-// Close closes the Waiter's fd and unblocks a blocked Wait with
-// net.ErrClosed. It does not touch the Source.
-func (w *Waiter) Close() error {
+// Stop unblocks a blocked Wait with net.ErrClosed, and makes every later
+// Wait return it, without closing the fds: for an adopted fd that its
+// owner still uses until it destroys the object (Close then). It is
+// idempotent and may be called from any goroutine.
+func (w *Waiter) Stop() {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
 	if w.closed.Swap(true) {
+		return
+	}
+	w.stopped = true
+	w.setDeadlines(kickDeadline)
+}
+
+// Close closes the Waiter's fds (the dups, or the adopted fds themselves)
+// and unblocks a blocked Wait with net.ErrClosed. It does not touch the
+// Source.
+func (w *Waiter) Close() error {
+	w.dmu.Lock()
+	already := w.files
+	w.files = true
+	w.dmu.Unlock()
+	w.closed.Store(true)
+	if already {
 		return nil
 	}
 	if w.nf != nil {

@@ -24,6 +24,7 @@ type sendCQ struct {
 	n      int
 	armed  bool
 	efd    int
+	waiter *sendWaiter // it holds efd once made
 }
 
 var _ verbs.CQ = (*sendCQ)(nil)
@@ -172,6 +173,7 @@ type recvCQ struct {
 	// just became narrow).
 	uniPending atomic.Bool
 	woken      atomic.Bool // the channel just woke the waiter
+	waiter     *recvWaiter // it holds wideFd and the multicast socket once made
 	last       int         // the socket the last datagram came from
 	single     bool        // wakes bring one datagram: read one slot
 	probe      bool        // a one-slot read happened: check for more
@@ -374,14 +376,11 @@ func (c *recvCQ) setKick(kick func()) error {
 	if c.watch != nil {
 		return nil
 	}
-	fd, err := unix.FcntlInt(uintptr(c.uniEpFd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
-	}
-	f := os.NewFile(uintptr(fd), "rdmanet-soft-unicast")
+	// The watch's file takes over the epoll set (no dup): stopWatch
+	// closes it.
+	f := os.NewFile(uintptr(c.uniEpFd), "rdmanet-soft-unicast")
 	rc, err := f.SyscallConn()
 	if err != nil {
-		f.Close()
 		return fmt.Errorf("soft: unicast watch: %w", err)
 	}
 	c.watch, c.watchDone = f, make(chan struct{})
@@ -415,12 +414,14 @@ func (c *recvCQ) kickWaiter() {
 	}
 }
 
-// stopWatch ends the unicast watch and waits for its goroutine.
+// stopWatch ends the unicast watch and waits for its goroutine; closing
+// the watch's file closes the epoll set it watched.
 func (c *recvCQ) stopWatch() {
 	if c.watch != nil {
 		c.watch.Close()
 		<-c.watchDone
 		c.watch = nil
+		c.uniEpFd = -1
 	}
 }
 

@@ -271,10 +271,21 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	return q, nil
 }
 
-// closeFds closes every fd the QP holds; leaving the groups is implied by
-// closing the multicast socket.
+// closeFds closes every fd the QP holds, those its CQs' waiters took over
+// through the waiters; leaving the groups is implied by closing the
+// multicast socket.
 func (q *QP) closeFds() error {
 	var first error
+	if w := q.rcq.waiter; w != nil {
+		first = w.w.Close() // the epoll set and the multicast socket
+		q.rcq.wideFd, q.mcFd = -1, -1
+	}
+	if w := q.scq.waiter; w != nil {
+		if err := w.w.Close(); err != nil && first == nil { // the eventfd
+			first = err
+		}
+		q.scq.efd = -1
+	}
 	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd, &q.qpnFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
@@ -294,12 +305,9 @@ func (q *QP) close() error {
 	defer q.scq.mu.Unlock()
 	defer q.rcq.mu.Unlock()
 	q.sq.closed, q.scq.closed, q.rcq.closed = true, true, true
-	for _, g := range q.rcq.groups {
-		if !g.sendOnly {
-			unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP,
-				&unix.IPMreqn{Multiaddr: g.addr, Address: q.ifaddr, Ifindex: int32(q.ifindex)})
-		}
-	}
+	// Closing the multicast socket leaves its groups (the kernel's
+	// ip_mc_drop_socket, as for any UDP socket): no IP_DROP_MEMBERSHIP
+	// each. Nothing else holds the socket: the waiter has it, not a dup.
 	q.rcq.groups = nil
 	q.rcq.rq = nil
 	q.rcq.stopWatch()

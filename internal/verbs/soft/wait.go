@@ -1,6 +1,8 @@
 package soft
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
@@ -20,14 +22,23 @@ type sendWaiter struct {
 	wcs []verbs.WC
 }
 
-// NewWaiter returns the send CQ's waiter.
+// NewWaiter returns the send CQ's waiter, which takes over the eventfd:
+// the QP's destroy closes it through the waiter.
 func (c *sendCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("soft: send CQ waiter: %w", verbs.ErrClosed)
+	}
+	if c.waiter != nil {
+		return nil, errors.New("soft: the send CQ has a waiter already")
+	}
 	sw := &sendWaiter{c: c}
-	w, err := poller.New(c.efd, "rdmanet-soft-send-cq", sw, spin)
+	w, err := poller.Adopt(c.efd, "rdmanet-soft-send-cq", sw, spin)
 	if err != nil {
 		return nil, err
 	}
-	sw.w = w
+	sw.w, c.waiter = w, sw
 	return sw, nil
 }
 
@@ -39,7 +50,9 @@ func (w *sendWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 }
 
 func (w *sendWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
-func (w *sendWaiter) Close() error                  { return w.w.Close() }
+
+// Close unblocks the wait; the eventfd stays until the QP's destroy.
+func (w *sendWaiter) Close() error { w.w.Stop(); return nil }
 
 // Poll, Arm and Drain are the poller.Source.
 func (w *sendWaiter) Poll() (int, error)  { return w.c.Poll(w.wcs) }
@@ -62,23 +75,36 @@ type recvWaiter struct {
 	wcs []verbs.WC
 }
 
-// NewWaiter returns the receive CQ's waiter.
+// NewWaiter returns the receive CQ's waiter, which takes over the epoll
+// set and (as its narrow fd) the multicast socket: they go into the
+// netpoller as they are, no dups, and the QP's destroy closes them
+// through the waiter.
 func (c *recvCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+	c.mu.Lock()
+	if c.closed || c.waiter != nil {
+		c.mu.Unlock()
+		if c.closed {
+			return nil, fmt.Errorf("soft: receive CQ waiter: %w", verbs.ErrClosed)
+		}
+		return nil, errors.New("soft: the receive CQ has a waiter already")
+	}
 	rw := &recvWaiter{c: c}
-	w, err := poller.New(c.wideFd, "rdmanet-soft-recv-cq", rw, spin)
+	w, err := poller.Adopt(c.wideFd, "rdmanet-soft-recv-cq", rw, spin)
 	if err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
+	rw.w, c.waiter = w, rw
 	w.SetLevelTriggered(true)
-	if err := w.SetNarrow(c.q.mcFd, rw); err != nil {
-		w.Close()
+	err = w.AdoptNarrow(c.q.mcFd, rw)
+	c.mu.Unlock()
+	if err == nil {
+		err = c.setKick(w.Kick)
+	}
+	if err != nil {
+		w.Stop() // the QP's destroy closes the fds
 		return nil, err
 	}
-	if err := c.setKick(w.Kick); err != nil {
-		w.Close()
-		return nil, err
-	}
-	rw.w = w
 	return rw, nil
 }
 
@@ -91,10 +117,12 @@ func (w *recvWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 
 func (w *recvWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
 
-// Close stops the kicks and unblocks the wait.
+// Close stops the kicks and unblocks the wait; the fds stay until the
+// QP's destroy.
 func (w *recvWaiter) Close() error {
 	w.c.setKick(nil)
-	return w.w.Close()
+	w.w.Stop()
+	return nil
 }
 
 // Poll, Arm and Drain are the poller.Source; Narrow its poller.Narrower;
