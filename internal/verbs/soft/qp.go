@@ -23,6 +23,7 @@ const (
 	defaultRecvDepth = 512
 	maxInline        = 4096
 	recvBatch        = 64      // datagrams per recvmmsg
+	sendScratch      = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
 	sockBufBytes     = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
 	maxQPNTries      = 256
 )
@@ -637,6 +638,7 @@ type sendQueue struct {
 	gso     bool       // UDP_SEGMENT works on this socket
 	segID   []uint16   // each slot's IP ID (its index in its run)
 	dlen    []int      // each slot's UDP payload length
+	dst     [][4]byte  // each slot's destination address
 	runs    []int      // the first slot of each run of the batch
 	slotIdx []int      // 0, 1, ... depth: runs of one slot each
 	gmsgs   []mmsghdr  // one message per run
@@ -651,7 +653,10 @@ const (
 	maxGSOBytes = 0xFFFF - ipv4HdrSize - udpHdrSize
 )
 
+// init makes the send scratch: sendScratch slots at most, as a post of
+// more WRs goes out in batches of that many.
 func (s *sendQueue) init(q *QP, depth int) error {
+	depth = min(depth, sendScratch)
 	s.psn = rand.Uint32N(1 << 24)
 	s.hdr = make([][maxHdrSize]byte, depth)
 	s.tail = make([][8]byte, depth)
@@ -662,6 +667,7 @@ func (s *sendQueue) init(q *QP, depth int) error {
 	s.errno = make([]unix.Errno, depth)
 	s.segID = make([]uint16, depth)
 	s.dlen = make([]int, depth)
+	s.dst = make([][4]byte, depth)
 	s.flat = make([]byte, maxHdrSize+q.mtu+8)
 	s.runs = make([]int, 0, depth+1)
 	s.slotIdx = make([]int, depth+1)
@@ -722,98 +728,114 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 }
 
 // prepare fills slots for up to len(slots) WRs and returns how many; err
-// says why the next one could not be.
+// says why the next one could not be. Each WR's headers go into its slot
+// (encode), the batch is cut into GSO runs (cutRuns), then each datagram
+// is sealed with the ICRC for the IP ID its place in its run gives it
+// (seal).
 func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
 	room := q.scq.room()
 	k := min(len(wrs), len(s.msgs))
-	s.runs = s.runs[:0]
-	runLen, runBytes, runOpen := 0, 0, false
+	var err error
 	for i := range k {
-		wr := &wrs[i]
-		a, ok := wr.AH.(*ah)
-		if !ok || a == nil || a.qp != q {
-			return i, fmt.Errorf("WR %d: AH not created on this QP", i)
+		if err = q.encode(i, &wrs[i], &room); err != nil {
+			k = i
+			break
 		}
-		if a.closed.Load() {
-			return i, fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
-		}
-		payload := wr.Inline
-		if payload == nil || wr.Flags&verbs.SendInline == 0 {
-			var err error
-			if payload, err = q.sgeBytes(wr.SGE); err != nil {
-				return i, fmt.Errorf("WR %d: %w", i, err)
-			}
-		}
-		if len(payload) > q.mtu {
-			return i, fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
-		}
-		if wr.Flags&verbs.SendSignaled != 0 {
-			if room == 0 {
-				return i, fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
-			}
-			room--
-		}
-		h := Header{
-			Opcode:  OpUDSendOnly,
-			SE:      wr.Flags&verbs.SendSolicited != 0,
-			PadCnt:  uint8(PadFor(len(payload))),
-			PKey:    verbs.DefaultPKey,
-			DestQPN: wr.RemoteQPN,
-			PSN:     s.psn,
-			QKey:    wr.RemoteQKey,
-			SrcQPN:  q.qpn,
-		}
-		if h.QKey&0x80000000 != 0 { // the QP's own Q_Key, as verbs does
-			h.QKey = q.qkey
-		}
-		if wr.Flags&verbs.SendWithImm != 0 {
-			h.Opcode = OpUDSendOnlyImm
-			h.Imm = wr.Imm
-		}
-		hl := h.Encode(s.hdr[i][:])
-		pad := int(h.PadCnt)
-		tail := s.tail[i][:pad+ICRCSize]
-		clear(tail[:pad])
-
-		dlen := hl + len(payload) + pad + ICRCSize
-		// Join the open run when this datagram can be its next segment.
-		if runOpen && a.dst == s.names[i-1].Addr && dlen <= runLen &&
-			i-s.runs[len(s.runs)-1] < maxGSOSegs && runBytes+dlen <= maxGSOBytes {
-			s.segID[i] = s.segID[i-1] + 1
-			runBytes += dlen
-			runOpen = dlen == runLen // a shorter segment ends the run
-		} else {
-			s.runs = append(s.runs, i)
-			s.segID[i] = 0
-			runLen, runBytes, runOpen = dlen, dlen, s.gso
-		}
-		s.dlen[i] = dlen
-		s.names[i].Addr = a.dst
-		crc := s.icrc.start(q.unicast, a.dst, s.segID[i], true, UDPPort, UDPPort, udpHdrSize+dlen, s.hdr[i][:])
-		if hl > hdrSize {
-			crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
-		}
-		if k == 1 {
-			// A lone datagram goes out from flat (sendFlat): its payload
-			// is copied there now, with the pass that seals it.
-			dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
-			crc = crcCopy(crc, dst, payload)
-			payload = dst
-		} else {
-			crc = crcUpdate(crc, payload)
-		}
-		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
-		binary.LittleEndian.PutUint32(tail[pad:], crc)
-
-		setIov(&s.iov[i][0], s.hdr[i][:hl])
-		setIov(&s.iov[i][1], payload)
-		setIov(&s.iov[i][2], tail)
-		s.status[i], s.errno[i] = verbs.WCSuccess, 0
-		s.psn = (s.psn + 1) & 0xFFFFFF
 	}
-	return k, nil
+	s.runs = cutRuns(s.runs[:0], s.segID[:k], s.dst[:k], s.dlen[:k], s.gso)
+	for i := range k {
+		q.seal(i, k == 1)
+	}
+	return k, err
 }
+
+// encode checks WR i and fills slot i with its headers, destination and
+// iovecs (headers, payload, pad and ICRC); room is the send CQ's room for
+// signaled WRs.
+func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
+	s := &q.sq
+	a, ok := wr.AH.(*ah)
+	if !ok || a == nil || a.qp != q {
+		return fmt.Errorf("WR %d: AH not created on this QP", i)
+	}
+	if a.closed.Load() {
+		return fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
+	}
+	payload := wr.Inline
+	if payload == nil || wr.Flags&verbs.SendInline == 0 {
+		var err error
+		if payload, err = q.sgeBytes(wr.SGE); err != nil {
+			return fmt.Errorf("WR %d: %w", i, err)
+		}
+	}
+	if len(payload) > q.mtu {
+		return fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
+	}
+	if wr.Flags&verbs.SendSignaled != 0 {
+		if *room == 0 {
+			return fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
+		}
+		*room--
+	}
+	h := Header{
+		Opcode:  OpUDSendOnly,
+		SE:      wr.Flags&verbs.SendSolicited != 0,
+		PadCnt:  uint8(PadFor(len(payload))),
+		PKey:    verbs.DefaultPKey,
+		DestQPN: wr.RemoteQPN,
+		PSN:     s.psn,
+		QKey:    wr.RemoteQKey,
+		SrcQPN:  q.qpn,
+	}
+	if h.QKey&0x80000000 != 0 { // the QP's own Q_Key, as verbs does
+		h.QKey = q.qkey
+	}
+	if wr.Flags&verbs.SendWithImm != 0 {
+		h.Opcode = OpUDSendOnlyImm
+		h.Imm = wr.Imm
+	}
+	hl := h.Encode(s.hdr[i][:])
+	pad := int(h.PadCnt)
+	tail := s.tail[i][:pad+ICRCSize]
+	clear(tail[:pad])
+	s.dlen[i] = hl + len(payload) + pad + ICRCSize
+	s.dst[i] = a.dst
+	s.names[i].Addr = a.dst
+	setIov(&s.iov[i][0], s.hdr[i][:hl])
+	setIov(&s.iov[i][1], payload)
+	setIov(&s.iov[i][2], tail)
+	s.status[i], s.errno[i] = verbs.WCSuccess, 0
+	s.psn = (s.psn + 1) & 0xFFFFFF
+	return nil
+}
+
+// seal writes slot i's ICRC, for the IP ID segID[i]. A lone datagram's
+// payload is copied into flat with the pass that seals it (sendFlat sends
+// it from there).
+func (q *QP) seal(i int, lone bool) {
+	s := &q.sq
+	hl := int(s.iov[i][0].Len)
+	payload := iovBytes(s.iov[i][1])
+	tail := iovBytes(s.iov[i][2])
+	pad := len(tail) - ICRCSize
+	crc := s.icrc.start(q.unicast, s.dst[i], s.segID[i], true, UDPPort, UDPPort, udpHdrSize+s.dlen[i], s.hdr[i][:])
+	if hl > hdrSize {
+		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
+	}
+	if lone {
+		dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
+		crc = crcCopy(crc, dst, payload)
+		setIov(&s.iov[i][1], dst)
+	} else {
+		crc = crcUpdate(crc, payload)
+	}
+	crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
+	binary.LittleEndian.PutUint32(tail[pad:], crc)
+}
+
+// iovBytes is the memory an iovec points at.
+func iovBytes(v unix.Iovec) []byte { return unsafe.Slice(v.Base, v.Len) }
 
 // transmit sends the prepared slots, a message per run, and completes the
 // WRs. For a lone WR (alone) that the kernel refused it queues no
