@@ -20,6 +20,7 @@ type sendCQ struct {
 	mu     sync.Mutex
 	closed bool
 	ring   []verbs.WC
+	depth  int // completions the CQ holds (the ring grows to it)
 	head   int
 	n      int
 	armed  bool
@@ -35,21 +36,27 @@ func (c *sendCQ) init(depth int) error {
 		return os.NewSyscallError("eventfd", err)
 	}
 	c.efd = efd
-	c.ring = make([]verbs.WC, depth)
+	c.depth = depth
+	c.ring = make([]verbs.WC, min(depth, sendCQRing))
 	return nil
 }
+
+// sendCQRing is the send CQ's first ring: selective signaling keeps few
+// completions queued, and the ring grows when more come.
+const sendCQRing = 16
 
 // room is how many completions fit; PostSend holds the send queue lock,
 // and only PostSend adds completions, so room only grows meanwhile.
 func (c *sendCQ) room() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.ring) - c.n
+	return c.depth - c.n
 }
 
 // push queues a completion; c.mu is held. A completion that finds the ring
-// full (only an unsignaled WR's error completion can: PostSend keeps room
-// for the signaled ones) grows it: an error completion is never dropped.
+// full grows it (up to the CQ's depth for signaled ones, which PostSend
+// keeps room for; past it only for an unsignaled WR's error completion):
+// a completion is never dropped.
 func (c *sendCQ) push(wc verbs.WC) {
 	if c.n == len(c.ring) {
 		ring := make([]verbs.WC, 2*len(c.ring))
@@ -184,14 +191,17 @@ type recvCQ struct {
 	head int
 	n    int
 
-	// recvmmsg scratch, one slot per datagram of a batch.
-	msgs  []mmsghdr
-	iov   [][4]unix.Iovec // header, buffer, tail; or the buffer in place
-	hdr   [][hdrSize]byte
-	tail  [][tailSize]byte
-	names []unix.RawSockaddrInet4
-	ctrl  [][ctrlSize]byte
-	kept  []rqEntry
+	// recvmmsg scratch, one slot per datagram of a batch; it grows to
+	// maxScratch slots when a read fills it (full).
+	maxScratch int
+	full       bool
+	msgs       []mmsghdr
+	iov        [][4]unix.Iovec // header, buffer, tail; or the buffer in place
+	hdr        [][hdrSize]byte
+	tail       [][tailSize]byte
+	names      []unix.RawSockaddrInet4
+	ctrl       [][ctrlSize]byte
+	kept       []rqEntry
 
 	turn   int
 	groups []mcGroup
@@ -256,16 +266,27 @@ func (c *recvCQ) init(q *QP, depth int) error {
 		return err
 	}
 	c.rq = make([]rqEntry, depth)
-	b := min(depth, recvBatch)
-	c.msgs = make([]mmsghdr, b)
-	c.iov = make([][4]unix.Iovec, b)
-	c.hdr = make([][hdrSize]byte, b)
-	c.tail = make([][tailSize]byte, b)
-	c.names = make([]unix.RawSockaddrInet4, b)
-	c.ctrl = make([][ctrlSize]byte, b)
-	c.kept = make([]rqEntry, b)
-	c.initScratch()
+	c.maxScratch = min(depth, recvBatch)
+	c.growScratch(min(c.maxScratch, firstScratch))
 	return nil
+}
+
+// firstScratch is how many datagrams the receive scratch first holds; a
+// read that fills it doubles it, up to recvBatch (or the queue depth),
+// so a conn that sees a stream pays for batches and one that does not
+// keeps a few hundred bytes a slot.
+const firstScratch = 8
+
+// growScratch makes the recvmmsg scratch n slots; no read is in progress.
+func (c *recvCQ) growScratch(n int) {
+	c.msgs = make([]mmsghdr, n)
+	c.iov = make([][4]unix.Iovec, n)
+	c.hdr = make([][hdrSize]byte, n)
+	c.tail = make([][tailSize]byte, n)
+	c.names = make([]unix.RawSockaddrInet4, n)
+	c.ctrl = make([][ctrlSize]byte, n)
+	c.kept = make([]rqEntry, n)
+	c.initScratch()
 }
 
 func (c *recvCQ) findGroup(a [4]byte) int {
@@ -447,6 +468,12 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	if c.n == 0 {
 		return 0, nil
 	}
+	if c.full {
+		c.full = false
+		if len(c.msgs) < c.maxScratch {
+			c.growScratch(min(2*len(c.msgs), c.maxScratch))
+		}
+	}
 	drained := [2]bool{true, true}
 	start := c.turn
 	c.turn ^= 1
@@ -538,6 +565,8 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 		if got < k {
 			drained[s] = true
 			c.mcDry = c.mcDry || s == 0
+		} else if got == len(c.msgs) {
+			c.full = true // a stream: read bigger batches from the next Poll
 		}
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {

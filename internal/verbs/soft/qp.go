@@ -644,6 +644,8 @@ type sendQueue struct {
 	gmsgs   []mmsghdr  // one message per run
 	gctrl   [][24]byte // each run's UDP_SEGMENT cmsg
 	flat    []byte     // a lone datagram, gathered for sendto
+	// maxScratch is the most slots the scratch above grows to.
+	maxScratch int
 }
 
 // GSO limits: UDP_MAX_SEGMENTS in every kernel since 4.18, and an IPv4
@@ -653,29 +655,38 @@ const (
 	maxGSOBytes = 0xFFFF - ipv4HdrSize - udpHdrSize
 )
 
-// init makes the send scratch: sendScratch slots at most, as a post of
-// more WRs goes out in batches of that many.
+// init makes the send queue with a scratch of firstScratch slots; a post
+// of more WRs grows it (grow), up to sendScratch, and a post of more than
+// that goes out in batches of sendScratch.
 func (s *sendQueue) init(q *QP, depth int) error {
-	depth = min(depth, sendScratch)
 	s.psn = rand.Uint32N(1 << 24)
-	s.hdr = make([][maxHdrSize]byte, depth)
-	s.tail = make([][8]byte, depth)
-	s.iov = make([][3]unix.Iovec, depth)
-	s.names = make([]unix.RawSockaddrInet4, depth)
-	s.msgs = make([]mmsghdr, depth)
-	s.status = make([]verbs.WCStatus, depth)
-	s.errno = make([]unix.Errno, depth)
-	s.segID = make([]uint16, depth)
-	s.dlen = make([]int, depth)
-	s.dst = make([][4]byte, depth)
+	s.maxScratch = min(depth, sendScratch)
 	s.flat = make([]byte, maxHdrSize+q.mtu+8)
-	s.runs = make([]int, 0, depth+1)
-	s.slotIdx = make([]int, depth+1)
+	s.grow(min(s.maxScratch, firstScratch))
+	// A kernel without UDP GSO (before 4.18) refuses the option.
+	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
+	return nil
+}
+
+// grow makes the send scratch n slots; no post is in progress.
+func (s *sendQueue) grow(n int) {
+	s.hdr = make([][maxHdrSize]byte, n)
+	s.tail = make([][8]byte, n)
+	s.iov = make([][3]unix.Iovec, n)
+	s.names = make([]unix.RawSockaddrInet4, n)
+	s.msgs = make([]mmsghdr, n)
+	s.status = make([]verbs.WCStatus, n)
+	s.errno = make([]unix.Errno, n)
+	s.segID = make([]uint16, n)
+	s.dlen = make([]int, n)
+	s.dst = make([][4]byte, n)
+	s.runs = make([]int, 0, n+1)
+	s.slotIdx = make([]int, n+1)
 	for i := range s.slotIdx {
 		s.slotIdx[i] = i
 	}
-	s.gmsgs = make([]mmsghdr, depth)
-	s.gctrl = make([][24]byte, depth)
+	s.gmsgs = make([]mmsghdr, n)
+	s.gctrl = make([][24]byte, n)
 	for i := range s.msgs {
 		s.names[i].Family = unix.AF_INET
 		s.names[i].Port = htons(UDPPort)
@@ -685,9 +696,6 @@ func (s *sendQueue) init(q *QP, depth int) error {
 		m.Iov = &s.iov[i][0]
 		m.SetIovlen(3)
 	}
-	// A kernel without UDP GSO (before 4.18) refuses the option.
-	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
-	return nil
 }
 
 // PostSend builds each WR's headers and ICRC into its slot and sends the
@@ -734,6 +742,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 // (seal).
 func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
+	if len(wrs) > len(s.msgs) && len(s.msgs) < s.maxScratch {
+		s.grow(min(max(len(wrs), 2*len(s.msgs)), s.maxScratch))
+	}
 	room := q.scq.room()
 	k := min(len(wrs), len(s.msgs))
 	var err error
