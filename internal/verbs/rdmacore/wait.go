@@ -3,7 +3,13 @@
 package rdmacore
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -62,3 +68,46 @@ func (w *cqWaiter) Drain() (int, error) {
 	ch.AckEvents(n)
 	return n, err
 }
+
+// cmWait is how Join waits for the rdma_cm event channel: a dup of its fd
+// in the netpoller, so a goroutine waiting for MULTICAST_JOIN holds no OS
+// thread (as unix.Poll would).
+type cmWait struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+func newCMWait(fd int) (*cmWait, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+	}
+	// The channel's fd is non-blocking (the dup shares that), so the
+	// file goes into the netpoller.
+	f := os.NewFile(uintptr(nfd), "rdmanet-cm-join")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rdmacore: event channel wait: %w", err)
+	}
+	return &cmWait{f: f, rc: rc}, nil
+}
+
+// wait returns once the channel is readable or d has passed (nil either
+// way: the caller looks again).
+func (w *cmWait) wait(d time.Duration) error {
+	if err := w.f.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
+	err := w.rc.Read(func(fd uintptr) bool {
+		pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd[:], 0)
+		return n > 0 || (err != nil && err != unix.EINTR)
+	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+func (w *cmWait) close() { w.f.Close() }
