@@ -71,12 +71,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	if err != nil {
 		return nil, c.opError("listen", group, err)
 	}
-	if c.cfg.RecvDepth <= 0 {
-		c.cfg.RecvDepth = defaultRecvDepth
-		if c.prov.Name() == BackendSoftware {
-			c.cfg.RecvDepth = defaultSoftRecvDepth
-		}
-	}
+	c.cfg.RecvDepth = recvDepthFor(c.prov.Name(), c.cfg.RecvDepth)
 	cfg = c.cfg
 	c.id, err = c.prov.Bind(bc)
 	if err != nil {

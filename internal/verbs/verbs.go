@@ -173,14 +173,15 @@ type Membership struct {
 	SendOnly  bool
 }
 
-// QPConfig configures CreateQP. Zero values take defaults.
+// QPConfig configures CreateQP. Zero values take the defaults of
+// defaults.go (WithDefaults).
 type QPConfig struct {
-	SendDepth int // send queue depth (default 256)
-	RecvDepth int // receive queue depth (default 512)
+	SendDepth int // send queue depth (DefaultSendDepth)
+	RecvDepth int // receive queue depth (DefaultRecvDepth)
 	// MaxInline asks for inline sends up to this many bytes; the QP
 	// reports what it got in MaxInline().
 	MaxInline int
-	QKey      uint32 // default DefaultQKey
+	QKey      uint32 // DefaultQKey
 	// BlockSelfMulticastLoopback asks the device not to deliver this QP's
 	// multicast sends back to itself (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
 	// Where unsupported, CreateQP succeeds and QP.LoopbackBlocked()

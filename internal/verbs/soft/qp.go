@@ -17,15 +17,13 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-// QP defaults and limits.
+// QP limits (the defaults are the model's: verbs.QPConfig.WithDefaults).
 const (
-	defaultSendDepth = 256
-	defaultRecvDepth = 512
-	maxInline        = 4096
-	recvBatch        = 64      // datagrams per recvmmsg
-	sendScratch      = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
-	sockBufBytes     = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
-	maxQPNTries      = 256
+	maxInline    = 4096
+	recvBatch    = 64      // datagrams per recvmmsg
+	sendScratch  = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
+	sockBufBytes = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
+	maxQPNTries  = 256
 )
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
@@ -154,26 +152,17 @@ var grhOpts = []sockopt{
 
 func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	r := id.r
+	cfg = cfg.WithDefaults()
 	sdepth, rdepth := cfg.SendDepth, cfg.RecvDepth
-	if sdepth <= 0 {
-		sdepth = defaultSendDepth
-	}
-	if rdepth <= 0 {
-		rdepth = defaultRecvDepth
-	}
 	if sdepth > maxQPWR || rdepth > maxQPWR {
 		return nil, fmt.Errorf("soft: ibv_create_qp: depth %d/%d over %d", sdepth, rdepth, maxQPWR)
 	}
 	if cfg.MaxInline > maxInline {
 		return nil, fmt.Errorf("soft: ibv_create_qp: max inline %d over %d: %w", cfg.MaxInline, maxInline, verbs.ErrNotSupported)
 	}
-	qkey := cfg.QKey
-	if qkey == 0 {
-		qkey = verbs.DefaultQKey
-	}
 	q = &QP{
 		id:        id,
-		qkey:      qkey,
+		qkey:      cfg.QKey,
 		mtu:       r.mtu,
 		ifindex:   r.ifi.Index,
 		ifaddr:    [4]byte(r.ip.To4()),
