@@ -774,6 +774,38 @@ func (v *rxView) copyOut(dst []byte, from int) {
 	}
 }
 
+// forUs checks a datagram's destination QP (this QP, or a group the QP
+// receives from on the multicast socket) and Q_Key.
+func (c *recvCQ) forUs(h *Header, sock int, dst [4]byte) DropReason {
+	switch {
+	case h.DestQPN == c.q.qpn:
+	case h.DestQPN == verbs.MulticastQPN && sock == 0:
+		if g := c.findGroup(dst); g < 0 || c.groups[g].sendOnly {
+			return DropNotForUs
+		}
+	default:
+		return DropNotForUs
+	}
+	if h.QKey != c.q.qkey {
+		return DropBadQKey
+	}
+	return Accepted
+}
+
+// checkICRC checks the ICRC of v (n bytes from src:sport to dst) and
+// returns the IP ID and DF flag that make it match, which the socket
+// does not show (see SolveIPv4ID); ok is false when none does.
+func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n int) (id uint16, df, ok bool) {
+	// Guess ID 0 with DF, as RoCEv2 senders send (rxe, NICs, this
+	// backend): then the difference to solve is 0 and solving is free.
+	crc := c.icrc.start(src, dst, 0, true, sport, UDPPort, udpHdrSize+n, v.s[0])
+	crc = v.crc(crc, hdrSize, n-ICRCSize)
+	var icrc [ICRCSize]byte
+	v.copyOut(icrc[:], n-ICRCSize)
+	id, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	return id, !dfFlipped, ok
+}
+
 // view is datagram i of n bytes, which landed in buf (and, scattered, in
 // slot i's scratch), and its first hdrSize bytes.
 func (c *recvCQ) view(i int, buf []byte, n int) (v rxView, hdr []byte) {
@@ -819,35 +851,18 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		v.copyOut(imm[:], hdrSize)
 		h.Imm = binary.BigEndian.Uint32(imm[:])
 	}
-	switch {
-	case h.DestQPN == q.qpn:
-	case h.DestQPN == verbs.MulticastQPN && sock == 0:
-		if g := c.findGroup(meta.dst); g < 0 || c.groups[g].sendOnly {
-			return DropNotForUs
-		}
-	default:
-		return DropNotForUs
-	}
-	if h.QKey != q.qkey {
-		return DropBadQKey
+	if r := c.forUs(h, sock, meta.dst); r != Accepted {
+		return r
 	}
 	plen := h.payloadLen(n)
 	if plen > len(body) {
 		return DropTooLong
 	}
 	src := c.names[i].Addr
-	sport := ntohs(c.names[i].Port)
-	// Guess ID 0 with DF, as RoCEv2 senders send (rxe, NICs, this
-	// backend): then the difference to solve is 0 and solving is free.
-	crc := c.icrc.start(src, meta.dst, 0, true, sport, UDPPort, udpHdrSize+n, v.s[0])
-	crc = v.crc(crc, hdrSize, n-ICRCSize)
-	var icrc [ICRCSize]byte
-	v.copyOut(icrc[:], n-ICRCSize)
-	id, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	id, df, ok := c.checkICRC(&v, src, ntohs(c.names[i].Port), meta.dst, n)
 	if !ok {
 		return DropBadICRC
 	}
-	df := !dfFlipped
 	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
 		return DropSelf
 	}

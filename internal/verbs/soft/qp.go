@@ -172,6 +172,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		uniFd:     -1,
 		mcFd:      -1,
 	}
+	q.unicast = q.ifaddr
 	q.scq.efd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1
 	built := q // the error returns below set q to nil
 	defer func() {
@@ -182,71 +183,20 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	}()
 	q.mrs.Store(new([]*mr))
 
-	rx := rxOpts[:len(rxOpts):len(rxOpts)]
-	if !cfg.GRHAddressesOnly {
-		rx = append(rx, grhOpts...)
+	tx, mc := qpSockopts(cfg)
+	if err = q.reserveQPN(); err != nil {
+		return nil, err
 	}
-	uniRx := rx
-	if cfg.GRHAddressesOnly {
-		// Every read of the unicast socket is bare: its datagrams are
-		// for the address it is bound to, and SO_MEMINFO counts drops.
-		uniRx = withoutCmsgs(rx)
-	}
-	txOpts := append(uniRx[:len(uniRx):len(uniRx)],
-		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
-		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
-	)
-	for try := 0; ; try++ {
-		if try == maxQPNTries {
-			return nil, errors.New("no free QPN found")
-		}
-		qpn := 2 + rand.Uint32N(0xFFFFFE-1) // [2, 0xFFFFFE]
-		fd, err := reserveQPN(qpn)
-		if err == unix.EADDRINUSE {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reserve QPN: %w", err)
-		}
-		q.qpn, q.qpnFd = qpn, fd
-		break
-	}
-	q.unicast = q.ifaddr
 	if r.loopbak {
 		q.unicast = qpnAddr(q.qpn)
 	}
-	if q.uniFd, err = udpSocket(txOpts); err != nil {
+	if err = q.openUnicast(tx); err != nil {
 		return nil, fmt.Errorf("unicast socket: %w", err)
 	}
-	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
-		return nil, fmt.Errorf("unicast socket: %w", err)
-	}
-	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
-	// CAP_NET_RAW in the network namespace: root, or a namespace of its
-	// own), spares each send the kernel's check that the source address
-	// is local: 127.q.q.q is no interface's address, so the check falls
-	// back to a FIB lookup, about 0.13 µs a datagram. The address is
-	// local either way, and nothing else changes; without the right the
-	// option is left off.
-	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
-	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
-	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
-		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
-	}
-	mcRx := rx
-	if cfg.GRHAddressesOnly {
-		// Drops are read with SO_MEMINFO; IP_RECVORIGDSTADDR is
-		// switched as reads need it (recvCQ.mcOrigDst).
-		mcRx = withoutOpt(rx, unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
-	}
-	mcOpts := append(mcRx[:len(mcRx):len(mcRx)],
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
 	// The multicast socket is bound at the first join to receive: until
 	// then (and for good on a send-only QP) it sits in no port table, so
 	// the kernel does not look at it for every datagram to port 4791.
-	if q.mcFd, err = udpSocket(mcOpts); err != nil {
+	if q.mcFd, err = udpSocket(mc); err != nil {
 		return nil, fmt.Errorf("multicast socket: %w", err)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
@@ -259,6 +209,79 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		return nil, err
 	}
 	return q, nil
+}
+
+// qpSockopts are the options of a QP's unicast socket (tx: it sends and
+// receives) and multicast socket (mc).
+func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
+	rx := rxOpts[:len(rxOpts):len(rxOpts)]
+	if !cfg.GRHAddressesOnly {
+		rx = append(rx, grhOpts...)
+	}
+	uniRx := rx
+	if cfg.GRHAddressesOnly {
+		// Every read of the unicast socket is bare: its datagrams are
+		// for the address it is bound to, and SO_MEMINFO counts drops.
+		uniRx = withoutCmsgs(rx)
+	}
+	tx = append(uniRx[:len(uniRx):len(uniRx)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
+		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
+	)
+	mcRx := rx
+	if cfg.GRHAddressesOnly {
+		// Drops are read with SO_MEMINFO; IP_RECVORIGDSTADDR is
+		// switched as reads need it (recvCQ.mcOrigDst).
+		mcRx = withoutOpt(rx, unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
+	}
+	mc = append(mcRx[:len(mcRx):len(mcRx)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
+	return tx, mc
+}
+
+// reserveQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
+// the network namespace.
+func (q *QP) reserveQPN() error {
+	for range maxQPNTries {
+		qpn := 2 + rand.Uint32N(0xFFFFFE-1)
+		fd, err := reserveQPN(qpn)
+		if err == unix.EADDRINUSE {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reserve QPN: %w", err)
+		}
+		q.qpn, q.qpnFd = qpn, fd
+		return nil
+	}
+	return errors.New("no free QPN found")
+}
+
+// openUnicast makes the unicast socket, bound to the QP's address, the
+// one every send goes out of.
+func (q *QP) openUnicast(opts []sockopt) error {
+	var err error
+	if q.uniFd, err = udpSocket(opts); err != nil {
+		return err
+	}
+	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
+		return err
+	}
+	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
+	// CAP_NET_RAW in the network namespace: root, or a namespace of its
+	// own), spares each send the kernel's check that the source address
+	// is local: 127.q.q.q is no interface's address, so the check falls
+	// back to a FIB lookup, about 0.13 µs a datagram. The address is
+	// local either way, and nothing else changes; without the right the
+	// option is left off.
+	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
+	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
+	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
+		return fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
+	}
+	return nil
 }
 
 // closeFds closes every fd the QP holds, those its CQs' waiters took over
