@@ -16,7 +16,14 @@ RXEVM_WORK=${RXEVM_WORK:-$RXEVM_DIR/.work}
 # Kernel modules wanted in the VM; their dependencies are added automatically.
 # crc32_generic: rdma_rxe asks the crypto API for "crc32" and there is no
 # modprobe in the VM to load it on demand, so it must be loaded up front.
-RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun}
+# Two hosts (RXEVM_HOSTS=2) add the virtio-net NIC that links the VMs and
+# macvlan (the software backend's namespace in VM b).
+export RXEVM_HOSTS=${RXEVM_HOSTS:-1}
+if [[ $RXEVM_HOSTS == 2 ]]; then
+  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun virtio_pci virtio_net macvlan}
+else
+  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun}
+fi
 
 # Multiarch directory of the host's (and so the VM's) shared libraries.
 MULTIARCH=x86_64-linux-gnu

@@ -26,12 +26,12 @@ RXEVM_GOFLAGS=${RXEVM_GOFLAGS:-}
 R=$RXEVM_WORK/root
 IMAGE=$RXEVM_WORK/initramfs.cpio
 
-# Host tools and libraries copied into the VM. ib_send_bw is perftest's, for
+# Host tools and libraries copied into the VM. ib_send_bw and ib_send_lat are perftest's, for
 # RXEVM_BENCH; stdbuf line-buffers tools that may be killed by a timeout
 # (their block-buffered stdout would be lost otherwise).
 HOST_BINS=(
   /usr/bin/mckey /usr/bin/udaddy /usr/bin/ibv_devinfo /usr/bin/ibv_devices
-  /usr/bin/ib_send_bw /usr/bin/rdma /usr/bin/stdbuf
+  /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/rdma /usr/bin/stdbuf
   "$(command -v ip)"
 )
 HOST_LIBS=(

@@ -6,7 +6,17 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 RXEVM_TIMEOUT=${RXEVM_TIMEOUT:-1200} # seconds for the whole VM run
-RXEVM_MEM=${RXEVM_MEM:-2048}         # MiB
+if [[ $RXEVM_HOSTS == 2 ]]; then
+  # Two VMs share the host's CPUs: one vCPU each. The tests run in VM a;
+  # b runs the peer agent and what it starts.
+  RXEVM_MEM=${RXEVM_MEM:-1536}
+  RXEVM_SMP=${RXEVM_SMP:-1}
+  export RXEVM_PKGS=${RXEVM_PKGS:-./test/rxevm/twohost}
+  export RXEVM_CMDS=${RXEVM_CMDS-./cmd/... ./examples/... ./test/rxevm/rxepeer}
+elif [[ $RXEVM_HOSTS != 1 ]]; then
+  die "RXEVM_HOSTS=$RXEVM_HOSTS: want 1 or 2"
+fi
+RXEVM_MEM=${RXEVM_MEM:-2048} # MiB
 RXEVM_SMP=${RXEVM_SMP:-2}
 # Convenience for the harness's own failure check; other variables reach the
 # tests through RXEVM_ENV="NAME=value ...".
@@ -28,6 +38,7 @@ check_prereqs() {
     ip:iproute2
     /usr/bin/rdma:iproute2
     /usr/bin/ib_send_bw:perftest
+    /usr/bin/ib_send_lat:perftest
     /usr/bin/stdbuf:coreutils
     apt-get:apt
     dpkg-deb:dpkg
@@ -53,13 +64,14 @@ check_prereqs() {
   fi
 }
 
-# stamp: copy lines (QEMU's serial console) to stdout, without the console's
-# CRs, each prefixed with the seconds since the VM started.
+# stamp [TAG]: copy lines (QEMU's serial console) to stdout, without the
+# console's CRs, each prefixed with the seconds since the VM started (and
+# TAG, the VM's name in two-host mode).
 stamp() {
-  local t0=${EPOCHREALTIME/./} line us
+  local t0=${EPOCHREALTIME/./} line us tag=${1:+$1 }
   while IFS= read -r line || [[ -n $line ]]; do
     us=$((${EPOCHREALTIME/./} - t0))
-    printf '[%4d.%02ds] %s\n' $((us / 1000000)) $((us / 10000 % 100)) "${line%$'\r'}"
+    printf '[%4d.%02ds] %s%s\n' $((us / 1000000)) $((us / 10000 % 100)) "$tag" "${line%$'\r'}"
   done
 }
 
@@ -69,23 +81,75 @@ marker_time() {
   sed -n "/$2/ { s/^\\[ *\\([0-9.]*\\)s\\].*/\\1/p; q }" "$1"
 }
 
-boot() {
-  local kernel_dir=$1 image=$2 vmlog=$3 status
-  local -a qemu=(
+# qemu_args KERNEL_DIR IMAGE [APPEND...]: the QEMU command line of one VM,
+# into the array QEMU.
+qemu_args() {
+  local kernel_dir=$1 image=$2
+  shift 2
+  QEMU=(
     qemu-system-x86_64
     -accel tcg -cpu max # KVM cannot boot this kernel on these hosts
     -M pc -smp "$RXEVM_SMP" -m "$RXEVM_MEM"
-    -nic none # no network device: nothing the tests send leaves the VM
+    -nic none # no network device but the VM-to-VM link below, if any
     -display none -monitor none -serial stdio -no-reboot
     -kernel "$kernel_dir/vmlinuz" -initrd "$image"
     # panic=-1 reboots at once on a panic, and -no-reboot then ends QEMU.
-    -append "console=ttyS0 panic=-1 quiet loglevel=3 mitigations=off"
+    -append "console=ttyS0 panic=-1 quiet loglevel=3 mitigations=off${*:+ $*}"
   )
+}
+
+boot() {
+  local kernel_dir=$1 image=$2 vmlog=$3 status
+  qemu_args "$kernel_dir" "$image"
+  local -a qemu=("${QEMU[@]}")
   log "booting: ${qemu[*]}"
   # stdin from /dev/null: QEMU leaves the terminal alone and reads no input.
   set +e
   timeout --kill-after=10 "$RXEVM_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | stamp | tee "$vmlog"
   status=${PIPESTATUS[0]}
+  set -e
+  return "$status"
+}
+
+# boot2 KERNEL_DIR IMAGE VMLOG: two VMs, b then a, joined by a virtio-net
+# link over a unix-domain stream socket (b's QEMU listens, a's connects; no
+# host network at all). a's console is shown live and saved in VMLOG, b's
+# (prefixed "b") in vm-b.log beside it. Returns a's QEMU status.
+boot2() {
+  local kernel_dir=$1 image=$2 vmlog=$3 sock status i bpid
+  local blog=${vmlog%/*}/vm-b.log
+  sock=$RXEVM_WORK/link.sock
+  rm -f "$sock"
+  qemu_args "$kernel_dir" "$image" rxevm.host=b
+  rm -f "$RXEVM_WORK/b.pid"
+  QEMU+=(-pidfile "$RXEVM_WORK/b.pid"
+    -netdev "stream,id=link,server=on,addr.type=unix,addr.path=$sock"
+    -device virtio-net-pci,netdev=link,mac=52:54:00:97:00:02)
+  log "booting b: ${QEMU[*]}"
+  set +e
+  (timeout --kill-after=10 "$((RXEVM_TIMEOUT + 60))" "${QEMU[@]}" </dev/null 2>&1 | stamp b | tee "$blog") &
+  bpid=$!
+  for ((i = 0; i < 100; i++)); do
+    [[ -S $sock ]] && break
+    sleep 0.1
+  done
+  [[ -S $sock ]] || { kill "$bpid"; die "VM b's QEMU made no $sock"; }
+  qemu_args "$kernel_dir" "$image" rxevm.host=a
+  QEMU+=(-netdev "stream,id=link,server=off,addr.type=unix,addr.path=$sock"
+    -device virtio-net-pci,netdev=link,mac=52:54:00:97:00:01)
+  log "booting a: ${QEMU[*]}"
+  timeout --kill-after=10 "$RXEVM_TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 | stamp a | tee "$vmlog"
+  status=${PIPESTATUS[0]}
+  # a asked b's agent to quit, and b powers off; give it 30 s.
+  for ((i = 0; i < 300; i++)); do
+    kill -0 "$bpid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$bpid" 2>/dev/null; then
+    log "VM b still running 30 s after a: stopping it"
+    kill "$(cat "$RXEVM_WORK/b.pid")" 2>/dev/null
+  fi
+  wait "$bpid"
   set -e
   return "$status"
 }
@@ -109,14 +173,21 @@ main() {
   vmlog=$RXEVM_WORK/vm.log
   t=$(now)
   qemu_status=0
-  boot "$kernel_dir" "$image" "$vmlog" || qemu_status=$?
+  if [[ $RXEVM_HOSTS == 2 ]]; then
+    boot2 "$kernel_dir" "$image" "$vmlog" || qemu_status=$?
+  else
+    boot "$kernel_dir" "$image" "$vmlog" || qemu_status=$?
+  fi
   vm_s=$(since "$t")
 
   echo
   log "---- results (full VM log: $vmlog)"
   # Markers, and Go's benchmark result lines (name, N, ns/op, ...).
-  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |ROUND|SUMMARY|SETUP-FAIL|STUCK)|\] Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
+  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |ROUND|SUMMARY|SETUP-FAIL|STUCK|TABLE)|\] (a )?Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
     sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
+  if [[ $RXEVM_HOSTS == 2 ]]; then
+    grep -a -E 'RXEVM-(SETUP-FAIL|PEER-DONE)' "${vmlog%/*}/vm-b.log" | sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
+  fi
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
 

@@ -1,0 +1,291 @@
+package twohost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/go-rdma/rdmanet/test/rxevm/peer"
+	"github.com/stretchr/testify/require"
+)
+
+// The comparison with perftest across the link (`make bench-rxe2`): each
+// round measures perftest's UD latency (ib_send_lat -c UD, with -e: events,
+// and without: polling) and rate (ib_send_bw -c UD), and rdmanet's
+// ping-pong and flood beside them, b answering or receiving, a asking or
+// sending. Ratios are taken within a round (emulation speed drifts), and
+// the table gives each round's ratio and their median.
+
+const (
+	benchPingIters = 1000  // round trips, as ib_send_lat's default
+	benchBWIters   = 20000 // messages, as the one-VM harness's ib_send_bw
+	benchSpin      = 50 * time.Microsecond
+)
+
+// benchCase is one row of the table: a measure and the perftest baseline
+// it is set beside.
+type benchCase struct {
+	name     string
+	size     int
+	baseline string // the baseline row's name
+	higher   bool   // rate (higher is better) rather than latency
+	run      func(t *testing.T, s *site, size int) float64
+}
+
+func TestBenchTwoHost(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("RDMANET_TEST_BENCH_ROUNDS"))
+	if rounds <= 0 {
+		t.Skip("RDMANET_TEST_BENCH_ROUNDS not set: run `make bench-rxe2`")
+	}
+	s := needPeer(t)
+	var cases []benchCase
+	for _, size := range []int{64, 1024} {
+		cases = append(cases,
+			benchCase{"ib_send_lat -c UD -e (p50 us)", size, "", false, func(t *testing.T, s *site, n int) float64 { return s.perftestLat(t, n, true) }},
+			benchCase{"ib_send_lat -c UD (p50 us)", size, "", false, func(t *testing.T, s *site, n int) float64 { return s.perftestLat(t, n, false) }},
+			benchCase{"rdmanet ping-pong, multicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, 0) }},
+			benchCase{"rdmanet ping-pong, unicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, 0) }},
+			benchCase{"rdmanet perf pingpong (cmd/rdmanet), Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.perfPingPong(t, n) }},
+			benchCase{"rdmanet ping-pong, multicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpin) }},
+			benchCase{"rdmanet ping-pong, unicast answer, Spin 50us", size, "ib_send_lat -c UD (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpin) }},
+			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n) }},
+			benchCase{"rdmanet WriteTo/ReadFrom (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1) }},
+			benchCase{"rdmanet batches of 32 (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32) }},
+		)
+	}
+	key := func(name string, size int) string { return fmt.Sprintf("%s/%d", name, size) }
+	vals := map[string][]float64{}
+	for round := 1; round <= rounds; round++ {
+		fmt.Printf("RXEVM-ROUND %d\n", round)
+		for _, c := range cases {
+			v := c.run(t, s, c.size)
+			vals[key(c.name, c.size)] = append(vals[key(c.name, c.size)], v)
+			line := fmt.Sprintf("RXEVM-BENCH round=%d size=%d value=%.2f name=%q", round, c.size, v, c.name)
+			if c.baseline != "" {
+				b := vals[key(c.baseline, c.size)][round-1]
+				line += fmt.Sprintf(" ratio=%.2f", v/b)
+			}
+			fmt.Println(line)
+		}
+	}
+	// The tables: one row per measure, its value in each round, and for
+	// rdmanet's rows the per-round ratios to the baseline and their median.
+	for _, size := range []int{64, 1024} {
+		fmt.Printf("RXEVM-TABLE %d B across hosts, %d rounds\n", size, rounds)
+		hdr := "| " + fmt.Sprint(size) + " B | "
+		for r := 1; r <= rounds; r++ {
+			hdr += fmt.Sprintf("round %d | ", r)
+		}
+		fmt.Printf("RXEVM-TABLE %sratio per round | median ratio |\n", hdr)
+		for _, c := range cases {
+			if c.size != size {
+				continue
+			}
+			v := vals[key(c.name, size)]
+			row := "| " + c.name + " | "
+			for _, x := range v {
+				row += fmtValue(x, c.higher) + " | "
+			}
+			if c.baseline == "" {
+				fmt.Printf("RXEVM-TABLE %s | |\n", row)
+				continue
+			}
+			b := vals[key(c.baseline, size)]
+			ratios := make([]float64, len(v))
+			var rs []string
+			for i := range v {
+				ratios[i] = v[i] / b[i]
+				rs = append(rs, fmt.Sprintf("%.2fx", ratios[i]))
+			}
+			fmt.Printf("RXEVM-TABLE %s%s | **%.2fx** |\n", row, strings.Join(rs, " "), median(ratios))
+		}
+	}
+}
+
+func fmtValue(x float64, rate bool) string {
+	if rate {
+		return fmt.Sprintf("%.1fk", x/1000)
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// perftest runs a perftest tool's server on the peer and its client here,
+// and returns the client's and the server's output.
+func (s *site) perftest(t *testing.T, tool string, args ...string) (client, server string) {
+	t.Helper()
+	base := append([]string{tool, "-d", s.device, "-c", "UD"}, args...)
+	_, err := s.agent.Start(peer.StartRequest{Name: tool, Argv: []string{"sh", "-c",
+		"exec stdbuf -oL " + strings.Join(base, " ") + " -x $RDMANET_TEST_GID_INDEX"}})
+	require.NoError(t, err)
+	defer s.agent.Stop(tool)
+	r, err := s.agent.Wait(tool, "Waiting for client", 30*time.Second)
+	require.NoError(t, err)
+	require.True(t, r.Matched, "%s server on b:\n%s", tool, r.Output)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL"}, base...),
+		"-x", s.gidIndex, s.peer.String())...).CombinedOutput()
+	require.NoError(t, err, "%s client:\n%s", tool, out)
+	r = s.waitPeer(t, tool, 60*time.Second)
+	return string(out), r.Output
+}
+
+// resultRow returns the fields of perftest's result row for size.
+func resultRow(t *testing.T, out string, size, minFields int) []string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= minFields && f[0] == strconv.Itoa(size) {
+			return f
+		}
+	}
+	t.Fatalf("no result row for %d B in:\n%s", size, out)
+	return nil
+}
+
+// perftestLat: ib_send_lat's t_typical (its median half round trip, µs).
+func (s *site) perftestLat(t *testing.T, size int, events bool) float64 {
+	args := []string{"-s", strconv.Itoa(size), "-n", strconv.Itoa(benchPingIters)}
+	if events {
+		args = append(args, "-e")
+	}
+	client, _ := s.perftest(t, "ib_send_lat", args...)
+	// #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+	f := resultRow(t, client, size, 9)
+	v, err := strconv.ParseFloat(f[4], 64)
+	require.NoError(t, err, f)
+	return v
+}
+
+// perftestBW: ib_send_bw's message rate at the receiver (the server), in
+// msgs/s.
+func (s *site) perftestBW(t *testing.T, size int) float64 {
+	_, server := s.perftest(t, "ib_send_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(benchBWIters))
+	// #bytes #iterations BW-peak BW-average MsgRate[Mpps]
+	f := resultRow(t, server, size, 5)
+	v, err := strconv.ParseFloat(f[4], 64)
+	require.NoError(t, err, f)
+	return v * 1e6
+}
+
+var benchGroup byte
+
+// nextGroups returns two fresh groups for one measurement.
+func nextGroups() (*net.UDPAddr, *net.UDPAddr) {
+	benchGroup += 2
+	return &net.UDPAddr{IP: net.IPv4(239, 97, 9, benchGroup)}, &net.UDPAddr{IP: net.IPv4(239, 97, 9, benchGroup+1)}
+}
+
+// pingPong: a asks on one group, b's echo answers on a second group or by
+// unicast; the median half round trip in µs.
+func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration) float64 {
+	t.Helper()
+	g1, g2 := nextGroups()
+	reply := g2.IP.String()
+	if unicast {
+		reply = "unicast"
+	}
+	s.helperOnPeer(t, "pong", "echo", "", "-group", g1.IP.String(), "-reply", reply, "-spin", spin.String())
+	defer s.agent.Stop("pong")
+	spinning := func(lc *rdmanet.ListenConfig) { lc.Spin = spin }
+	var c *rdmanet.Conn
+	if unicast {
+		c = s.listen(t, g1, spinning, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	} else {
+		c = s.listen(t, g2, spinning)
+		require.NoError(t, c.JoinGroup(nil, g1))
+	}
+	defer c.Close()
+	require.Equal(t, 50, ping(c, g1, 50, size, 2*time.Second).Got, "warm-up answers")
+	r := ping(c, g1, benchPingIters, size, 2*time.Second)
+	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
+	slices.Sort(r.RTT)
+	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3
+}
+
+// flood: a sends benchBWIters messages flat out (one at a time or in
+// batches), b receives them the same way; b's receive rate in msgs/s.
+func (s *site) flood(t *testing.T, size, batch int) float64 {
+	t.Helper()
+	g, _ := nextGroups()
+	s.helperOnPeer(t, "rate", "rate", "", "-group", g.IP.String(), "-batch", strconv.Itoa(batch),
+		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", "2048")
+	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	defer c.Close()
+	dst, err := c.GroupAddr(g)
+	require.NoError(t, err)
+	ms := make([]rdmanet.Message, batch)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: dst}
+	}
+	for seq := 0; seq < benchBWIters; seq += batch {
+		for i := range ms {
+			message(ms[i].Buffer, uint64(seq+i))
+		}
+		if batch == 1 {
+			_, err = c.WriteTo(ms[0].Buffer, g)
+		} else {
+			_, err = c.WriteBatch(ms)
+		}
+		require.NoError(t, err)
+	}
+	r := s.waitPeer(t, "rate", 2*time.Minute)
+	l := r.Lines("RESULT")
+	require.Len(t, l, 1, r.Output)
+	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
+	require.NoError(t, err, l[0])
+	fmt.Printf("flood %d B batch %d: %s\n", size, batch, l[0])
+	return v
+}
+
+// perfPingPong: the same multicast ping-pong measured by the project's
+// own command, `rdmanet perf pingpong`, server on b, client here: a
+// cross-check of pingPong's figure.
+func (s *site) perfPingPong(t *testing.T, size int) float64 {
+	t.Helper()
+	g, _ := nextGroups()
+	common := []string{"perf", "pingpong", "-backend", rdmanet.BackendRDMACore, "-group", g.IP.String(),
+		"-size", strconv.Itoa(size)}
+	_, err := s.agent.Start(peer.StartRequest{Name: "perf", Argv: append(append([]string{"rdmanet"}, common...),
+		"-role", "server", "-bind", s.peer.String())})
+	require.NoError(t, err)
+	defer s.agent.Stop("perf")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "rdmanet", append(common, "-role", "client", "-bind", s.addr.String(),
+		"-count", strconv.Itoa(benchPingIters), "-json")...).Output()
+	require.NoError(t, err, "rdmanet perf pingpong -role client: %s", out)
+	var res struct {
+		P50Ns int64 `json:"p50_ns"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
+	return float64(res.P50Ns) / 1e3
+}
