@@ -254,9 +254,9 @@ func checkAgainstRdmaCore(t *testing.T, sys *System, dev, addr string) {
 
 		b, err := sys.InterfaceFor(link.netdev)
 		require.NoError(t, err)
-		assert.Equal(t, Binding{dev, p.Port, 1, g1.gid, GIDTypeRoCEv2, link.netdev}, b)
+		assert.Equal(t, Binding{Device: dev, Port: p.Port, GIDIndex: 1, GID: g1.gid, GIDType: GIDTypeRoCEv2, Netdev: link.netdev}, b)
 		b, err = sys.PortForIP(a)
 		require.NoError(t, err)
-		assert.Equal(t, Binding{dev, p.Port, 1, g1.gid, GIDTypeRoCEv2, link.netdev}, b)
+		assert.Equal(t, Binding{Device: dev, Port: p.Port, GIDIndex: 1, GID: g1.gid, GIDType: GIDTypeRoCEv2, Netdev: link.netdev}, b)
 	}
 }

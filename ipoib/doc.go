@@ -30,12 +30,14 @@
 //
 // # Addresses
 //
-// GID and MGID are 16-byte arrays that parse and print in colon-hex form,
+// GID is a 16-byte array that parses and prints in colon-hex form,
 // compressed (String) or in the eight-group form sysfs uses
-// (StringExpanded). They have the same underlying type as the verbs
-// layer's GID, so a conversion is all it takes to pass one down. LinkAddr
-// is the 20-byte IPoIB hardware address: flags (0x80 for connected mode),
-// a 24-bit QPN and the port GID.
+// (StringExpanded). MGID is the same type: an MGID is a GID that names a
+// group, and its Scope, PKey, Signature and Origins read the IB forms.
+// It is the one GID type of the module: rdmanet.Addr's GID is an
+// ipoib.GID, and the verbs layer underneath uses the same type, so
+// nothing converts between them. LinkAddr is the 20-byte IPoIB hardware
+// address: flags (0x80 for connected mode), a 24-bit QPN and the port GID.
 //
 // # Discovery
 //

@@ -33,7 +33,7 @@ var _ net.Addr = (*Addr)(nil)
 
 // GroupAddr returns the group form of an Addr for an MGID.
 func GroupAddr(mgid ipoib.MGID) Addr {
-	return Addr{GID: ipoib.GID(mgid), QPN: MulticastQPN}
+	return Addr{GID: mgid, QPN: MulticastQPN}
 }
 
 // Network returns "rdma".
@@ -60,7 +60,7 @@ func (a *Addr) IP() net.IP {
 
 // IsMulticast reports whether the Addr names a multicast group.
 func (a *Addr) IsMulticast() bool {
-	return verbs.GID(a.GID).IsMulticast()
+	return a.GID.IsMulticast()
 }
 
 // ParseAddr parses the GID/QPN form String returns: a GID in IPv6 form
@@ -82,7 +82,7 @@ func ParseAddr(s string) (Addr, error) {
 	if !ok {
 		return Addr{}, fmt.Errorf("rdmanet: bad address %s: the QPN must be a 24-bit number, hex with 0x or decimal", quoteTrunc(s))
 	}
-	return Addr{GID: ipoib.GID(ip.As16()), QPN: qpn}, nil
+	return Addr{GID: ipoib.GIDFromIP(ip), QPN: qpn}, nil
 }
 
 // parseQPN parses hex with 0x (or 0X) or decimal digits, at most 24 bits.

@@ -42,6 +42,7 @@ type Conn struct {
 	wr   sendState
 	grp  groupState
 	ev   eventState
+	rec  recoverState
 	ctr  counters
 }
 
@@ -95,9 +96,9 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	}
 	c.local = c.id.Local() // the provider may refine it once the QP exists
 	c.mtu.Store(int32(c.local.MTU))
-	c.self = Addr{GID: ipoib.GID(c.local.GID), QPN: c.qp.QPN()}
+	c.self = Addr{GID: c.local.GID, QPN: c.qp.QPN()}
 	if g, ok := c.qp.(interface{ GID() verbs.GID }); ok {
-		c.self.GID = ipoib.GID(g.GID())
+		c.self.GID = g.GID()
 	}
 	c.loopback.Store(!cfg.DisableLoopback)
 	if err = c.initRecv(); err != nil {
@@ -258,7 +259,7 @@ func (c *Conn) Backend() Backend {
 		Device:          c.local.Device,
 		Port:            c.local.Port,
 		GIDIndex:        c.local.GIDIndex,
-		GID:             ipoib.GID(c.local.GID),
+		GID:             c.local.GID,
 		Netdev:          c.local.Netdev,
 		LinkLayer:       c.local.LinkLayer.String(),
 		LoopbackBlocked: c.qp.LoopbackBlocked(),

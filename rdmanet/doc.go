@@ -22,6 +22,14 @@
 // the RDMANET_BACKEND environment variable chooses. Conn.Backend says
 // which one a conn got.
 //
+// Backends reports, like net.Interfaces, which backends run on this
+// machine (or why not, wrapping ErrUnavailable) and the devices each
+// sees: name, node GUID, multicast limits, and per port the state, link
+// layer, active MTU, netdev and GID table. Devices is the flat list;
+// ListenConfig.Device names one of them. ipoib.Discover shows what
+// sysfs knows of the same devices (node types, P_Keys, IPoIB
+// interfaces); command rdmanet's "devices" prints both.
+//
 // A nil interface means loopback: rdmanet never picks "the interface of
 // the default route" by itself.
 //

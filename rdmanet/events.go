@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
@@ -12,8 +13,9 @@ import (
 )
 
 // eventState runs one goroutine per conn that waits, in the netpoller, for
-// the ID's asynchronous events: multicast errors (rejoin) and device
-// removal (fail every call).
+// the ID's asynchronous events: multicast errors (rejoin), the port going
+// down and up and QP errors (recover.go), and device removal (fail every
+// call, free the device's objects).
 type eventState struct {
 	waiter  *poller.Waiter
 	src     eventSource
@@ -50,6 +52,7 @@ func (c *Conn) initEvents() error {
 		return err
 	}
 	c.ev.waiter = w
+	c.rec.lent = make([]atomic.Uint64, (c.cfg.RecvDepth+63)/64)
 	c.ev.done = make(chan struct{})
 	c.ev.stopped = make(chan struct{})
 	go c.eventLoop()
@@ -78,14 +81,19 @@ func (c *Conn) eventLoop() {
 				go func(mgid ipoib.GID) {
 					defer c.bg.Done()
 					c.rejoin(mgid)
-				}(ipoib.GID(ev.MGID))
+				}(ev.MGID)
 			case verbs.EventDeviceRemoval:
 				err := fmt.Errorf("%w: %s", verbs.ErrDeviceRemoved, c.local.Device)
 				c.fatalErr.CompareAndSwap(nil, &err)
 				c.rd.waiter.Close() // unblock readers and writers
 				c.wr.waiter.Close()
+				c.releaseDevice() // let the kernel finish removing it
+				return
+			case verbs.EventPortError, verbs.EventPortActive, verbs.EventQPError:
+				c.handleFault(ev)
 			}
 		}
+		c.startRecovery()
 	}
 }
 

@@ -58,7 +58,7 @@ func TestMulticastErrorRejoins(t *testing.T) {
 	tx := listen(t, g)
 	ga, err := rx.GroupAddr(g)
 	require.NoError(t, err)
-	require.NoError(t, rdmanet.InjectEvent(rx, verbs.Event{Type: verbs.EventMulticastError, MGID: verbs.GID(ga.GID)}))
+	require.NoError(t, rdmanet.InjectEvent(rx, verbs.Event{Type: verbs.EventMulticastError, MGID: ga.GID}))
 	deadline := time.Now().Add(5 * time.Second)
 	for rx.Stats().Rejoins == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

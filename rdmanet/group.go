@@ -68,12 +68,12 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		// the P_Key, and the check after the join catches it.
 		if c.local.LinkLayer == verbs.LinkLayerEthernet {
 			if mgid, err := ipoib.RoCEv2MGID(ip); err == nil {
-				if _, dup := c.grp.byMGID[ipoib.GID(mgid)]; dup {
+				if _, dup := c.grp.byMGID[mgid]; dup {
 					return fmt.Errorf("group %s already joined as MGID %s", ip, mgid)
 				}
 			}
 		}
-	} else if _, dup := c.grp.byMGID[ipoib.GID(g.MGID)]; dup {
+	} else if _, dup := c.grp.byMGID[g.MGID]; dup {
 		return fmt.Errorf("MGID %s already joined", g.MGID)
 	}
 	m, err := c.id.Join(ctx, g, verbs.JoinOptions{SendOnly: c.cfg.SendOnly})
@@ -81,7 +81,7 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 	if err != nil {
 		return err
 	}
-	if _, dup := c.grp.byMGID[ipoib.GID(m.MGID)]; dup {
+	if _, dup := c.grp.byMGID[m.MGID]; dup {
 		// The same group under another name. The provider's membership is
 		// the one already recorded; leaving here would end it.
 		return fmt.Errorf("group %s already joined as MGID %s", groupName(g), m.MGID)
@@ -95,7 +95,7 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 	if ip.IsValid() {
 		c.grp.byIP[ip] = ms
 	}
-	c.grp.byMGID[ipoib.GID(m.MGID)] = ms
+	c.grp.byMGID[m.MGID] = ms
 	if m.MTU > 0 && m.MTU < c.MTU() {
 		c.mtu.Store(int32(m.MTU))
 	}
@@ -122,7 +122,7 @@ func groupOf(group net.Addr) (verbs.Group, error) {
 		}
 	case *Addr:
 		if a != nil && a.IsMulticast() {
-			return verbs.Group{MGID: verbs.GID(a.GID)}, nil
+			return verbs.Group{MGID: a.GID}, nil
 		}
 	}
 	if group == nil {
@@ -193,12 +193,12 @@ func (c *Conn) leave(g verbs.Group) error {
 		ip, _ := netip.AddrFromSlice(g.IP)
 		m = c.grp.byIP[ip.Unmap()]
 	} else {
-		m = c.grp.byMGID[ipoib.GID(g.MGID)]
+		m = c.grp.byMGID[g.MGID]
 	}
 	if m == nil {
 		return errors.New("group not joined")
 	}
-	delete(c.grp.byMGID, ipoib.GID(m.m.MGID))
+	delete(c.grp.byMGID, m.m.MGID)
 	if m.ip.IsValid() {
 		delete(c.grp.byIP, m.ip)
 	}
@@ -222,12 +222,12 @@ func (c *Conn) GroupAddr(group net.Addr) (Addr, error) {
 		ip, _ := netip.AddrFromSlice(g.IP)
 		m = c.grp.lookupIP(ip.Unmap())
 	} else {
-		m = c.grp.lookupMGID(ipoib.GID(g.MGID))
+		m = c.grp.lookupMGID(g.MGID)
 	}
 	if m == nil {
 		return Addr{}, c.opError("lookup", group, ErrNotJoined)
 	}
-	return Addr{GID: ipoib.GID(m.m.MGID), QPN: m.m.RemoteQPN}, nil
+	return Addr{GID: m.m.MGID, QPN: m.m.RemoteQPN}, nil
 }
 
 // Groups returns the MGIDs of the groups the conn is in: none once it is
@@ -247,7 +247,7 @@ func (c *Conn) Groups() []Addr {
 // closes.
 func (c *Conn) rejoin(mgid ipoib.GID) {
 	backoff := 10 * time.Millisecond
-	for c.ctx.Err() == nil {
+	for c.ctx.Err() == nil && c.fatalErr.Load() == nil {
 		m := c.grp.lookupMGID(mgid)
 		if m == nil {
 			return
@@ -272,7 +272,7 @@ func (c *Conn) tryRejoin(m *membership) bool {
 	defer c.wr.mu.Unlock()
 	c.grp.mu.Lock()
 	defer c.grp.mu.Unlock()
-	if c.grp.byMGID[ipoib.GID(m.m.MGID)] != m || c.closed.Load() {
+	if c.grp.byMGID[m.m.MGID] != m || c.closed.Load() {
 		return true // left or closed meanwhile: nothing to do
 	}
 	c.id.Leave(m.m.MGID)

@@ -63,6 +63,7 @@ func (c *Conn) ReadLend() (Datagram, error) {
 			d.From.GID = grhSGID(buf)
 		}
 		c.lend.lent.Add(1)
+		c.markLent(wc.WRID, true)
 		atomic.AddUint64(&c.ctr.received, 1)
 	}
 	c.rd.mu.Unlock()
@@ -91,6 +92,7 @@ func (d *Datagram) Release() {
 	if c.closed.Load() {
 		return
 	}
+	c.markLent(d.wrid, false)
 	l.returned = append(l.returned, c.recvWR(d.wrid))
 	lent := l.lent.Add(-1)
 	// Post now when a batch is ready, or when so much is lent that a

@@ -34,7 +34,7 @@ func TestJoinRawMGID(t *testing.T) {
 
 	ipConn := listen(t, g) // joined through the IP group
 	mg := listen(t, nil)   // joined through the raw MGID
-	raw := &rdmanet.Addr{GID: ipoib.GID(mgid), QPN: rdmanet.MulticastQPN}
+	raw := &rdmanet.Addr{GID: mgid, QPN: rdmanet.MulticastQPN}
 	require.NoError(t, mg.JoinGroup(nil, raw))
 	require.Error(t, mg.JoinGroup(nil, raw), "joining the same MGID twice")
 	require.ErrorContains(t, mg.JoinGroup(nil, g), "already joined as MGID", "the IP group is the same group")

@@ -83,6 +83,9 @@ func (c *Conn) flushReposts() error {
 // when the ring runs low. rd.mu is held.
 func (c *Conn) repostConsumed() error {
 	r := &c.rd
+	if c.rec.pending.Load() {
+		c.recoverLocked() // a QP reset waits for rd.mu: recover.go
+	}
 	c.takeReturned()
 	if len(r.repost) >= r.repostAt || c.cfg.RecvDepth-int(c.lend.lent.Load())-len(r.repost) < r.repostAt {
 		return c.flushReposts()
@@ -282,5 +285,5 @@ func isIPv4GRH(buf []byte) bool {
 // isOwnMulticast reports whether a datagram that came from this QP's
 // number was a multicast one sent by this very port.
 func isOwnMulticast(buf []byte, self ipoib.GID) bool {
-	return grhSGID(buf) == self && verbs.GID(grhDGID(buf)).IsMulticast()
+	return grhSGID(buf) == self && grhDGID(buf).IsMulticast()
 }

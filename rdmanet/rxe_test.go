@@ -340,6 +340,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RDMANET_SOFT_CHILD") == "1" {
 		os.Exit(softChild())
 	}
+	if os.Getenv("RDMANET_FLAP_CHILD") == "1" {
+		os.Exit(flapChild())
+	}
 	flag.Parse()
 	if testDevice != "" {
 		// The examples use the software backend on loopback, which cannot
@@ -353,9 +356,13 @@ func TestMain(m *testing.M) {
 }
 
 // Device removal: `rdma link delete` while ReadFrom is blocked makes it
-// return within a second. It makes its own throwaway rxe device, so it runs
-// only in the VM, and in a process of its own: librdmacm's device list
-// stays behind in the process that saw a device go.
+// return within a second, and the deletion itself completes within a
+// second with the conns still open: each conn frees what it holds on the
+// device when DEVICE_REMOVAL comes. Every call then fails with
+// ErrDeviceRemoved, and Close still works, twice. It makes its own
+// throwaway rxe device, so it runs only in the VM, and in a process of its
+// own: librdmacm's device list stays behind in the process that saw a
+// device go.
 func TestRXEDeviceRemoval(t *testing.T) {
 	needDevice(t)
 	needEnv(t, "RDMANET_TEST_NS2") // set only by the VM harness
@@ -403,9 +410,17 @@ func TestRXEDeviceRemoval(t *testing.T) {
 		warm.Close()
 	}
 	fds := countFDs(t)
+	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 4)}
 	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.IPv4(10, 96, 0, 1), Device: "rxerm"}
-	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, &net.UDPAddr{IP: net.IPv4(239, 1, 50, 4)})
+	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, g)
 	require.NoError(t, err)
+	// A second conn that nobody reads from or writes to: it must let go
+	// of the device by itself too.
+	idle, err := lc.ListenMulticast(t.Context(), "rdma", nil, g)
+	require.NoError(t, err)
+	// On failure, close them before the deferred deletion waits for them.
+	defer c.Close()
+	defer idle.Close()
 	errc := make(chan error, 1)
 	go func() {
 		_, _, err := c.ReadFrom(make([]byte, 100))
@@ -414,7 +429,13 @@ func TestRXEDeviceRemoval(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	delDone := make(chan error, 1)
-	go func() { delDone <- exec.Command("rdma", "link", "delete", "rxerm").Run() }()
+	go func() {
+		out, err := exec.Command("rdma", "link", "delete", "rxerm").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		delDone <- err
+	}()
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
@@ -422,15 +443,24 @@ func TestRXEDeviceRemoval(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("a blocked ReadFrom did not return within a second of `rdma link delete`")
 	}
-	_, err = c.WriteTo([]byte("x"), &net.UDPAddr{IP: net.IPv4(239, 1, 50, 4)})
-	require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
-	require.NoError(t, c.Close())
 	select {
 	case err := <-delDone:
 		require.NoError(t, err, "rdma link delete")
 		deleted = true
-	case <-time.After(10 * time.Second):
-		t.Fatal("rdma link delete did not finish after Close")
+		t.Logf("rdma link delete took %v with two conns open", time.Since(start))
+	case <-time.After(time.Second - time.Since(start)):
+		t.Fatal("rdma link delete did not finish within a second with the conns open")
+	}
+	for _, x := range []*rdmanet.Conn{c, idle} {
+		_, err = x.WriteTo([]byte("x"), g)
+		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
+		_, _, err = x.ReadFrom(make([]byte, 100))
+		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
+		err = x.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 1, 50, 6)})
+		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
+		_ = x.Stats()
+		require.NoError(t, x.Close())
+		require.NoError(t, x.Close(), "a second Close")
 	}
 	// librdmacm also lets go of the removed device's context: fewer fds
 	// than before is expected, more would be a leak.

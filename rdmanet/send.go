@@ -87,6 +87,7 @@ func (c *Conn) reaped(n int) {
 		wc := &s.wcs[i]
 		if wc.Status != verbs.WCSuccess {
 			c.sendFailedLater(wc)
+			c.sendFailed() // the QP may be in the error state: recover.go
 		}
 		if wc.WRID+1 > s.tail {
 			s.tail = wc.WRID + 1
@@ -234,7 +235,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 	if !ok {
 		var err error
 		ah, err = c.qp.CreateAH(verbs.AHAttr{
-			DGID:      verbs.GID(a.GID),
+			DGID:      a.GID,
 			SGIDIndex: uint8(c.local.GIDIndex),
 			HopLimit:  64,
 			IsGlobal:  true,
@@ -337,7 +338,7 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	}
 	s := &c.wr
 	s.mu.Lock()
-	err := c.checkOpen()
+	err := c.checkWrite()
 	if err == nil && deadlinePassed(&s.deadline) {
 		err = os.ErrDeadlineExceeded // at once, as net.UDPConn
 	}
@@ -374,7 +375,7 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	s := &c.wr
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := c.checkOpen(); err != nil {
+	if err := c.checkWrite(); err != nil {
 		return 0, c.opError("write", nil, err)
 	}
 	if err := c.takePending(); err != nil {
@@ -382,7 +383,7 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	}
 	sent := 0
 	for sent < len(ms) {
-		if err := c.checkOpen(); err != nil {
+		if err := c.checkWrite(); err != nil {
 			return sent, c.opError("write", nil, err)
 		}
 		if deadlinePassed(&s.deadline) {

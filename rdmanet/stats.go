@@ -24,6 +24,14 @@ type Stats struct {
 	// DropWCError on every backend, and the software backend's reasons
 	// for packets bad on the wire (DropBadICRC, DropBadQKey, ...). A
 	// reason with nothing counted is absent.
+	//
+	// On rdma-core no device tells a QP what it dropped: DropDeviceOverflow
+	// is the port's count, shared by every conn on it, since this conn
+	// was opened: mlx5's out_of_buffer, or on rxe rcvd_pkts minus
+	// rdma_recvs (packets that completed no receive). A multicast packet
+	// that several QPs of the port receive counts once in rcvd_pkts and
+	// once per QP in rdma_recvs, which hides as much loss: there, the
+	// count is a lower bound. Which conn lost them cannot be known.
 	Dropped map[string]uint64
 	// SendErrors counts datagrams the kernel or the device refused to
 	// send, whether the write returned the error itself or it was known
@@ -36,6 +44,15 @@ type Stats struct {
 	SendFailed map[string]uint64
 	// Rejoins counts group rejoins after MULTICAST_ERROR events.
 	Rejoins uint64
+	// Recoveries counts QP resets after the QP went to the error state
+	// (a link flap under a sending conn does that): see ErrLinkDown.
+	Recoveries uint64
+	// Device holds the growth, since the conn was opened, of its port's
+	// device counters where the backend can read them (rdma-core: sysfs
+	// hw_counters, such as rxe's rcvd_pkts and rdma_recvs or mlx5's
+	// out_of_buffer). They are the port's, shared by every QP on it, not
+	// this conn's. Nil where there are none.
+	Device map[string]uint64
 }
 
 // Drop reasons: the keys of Stats.Dropped.
@@ -56,12 +73,20 @@ const (
 	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
 	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
 	DropTooLong   = "too-long"   // longer than the posted receive buffer
+	// DropQPReset: received, but discarded when the conn reset its QP
+	// after a QP error (see ErrQPError).
+	DropQPReset = "qp-reset"
+	// DropDeviceOverflow (rdma-core): the port's count of messages that
+	// found no receive posted, since the conn opened; shared by every QP
+	// on the port (see Stats.Dropped).
+	DropDeviceOverflow = "device-overflow"
 )
 
 // DropReasons lists every key Stats.Dropped can have.
 var DropReasons = []string{
 	DropOverflow, DropWCError, DropTruncated, DropBadTVer, DropBadOpcode,
 	DropBadPKey, DropBadQKey, DropBadICRC, DropBadPad, DropNotForUs, DropTooLong,
+	DropQPReset, DropDeviceOverflow,
 }
 
 // Send error reasons: the keys of Stats.SendFailed. The errno names are
@@ -131,6 +156,7 @@ func kernelSendErrno(err error) (syscall.Errno, bool) {
 type counters struct {
 	sent, received, truncated, loopback uint64
 	wcErrors, sendErrors, rejoins       uint64
+	recoveries, resetDrops              uint64
 	sendFailed                          [numSendReasons]uint64
 }
 
@@ -150,6 +176,7 @@ func (c *Conn) Stats() Stats {
 		Loopback:   atomic.LoadUint64(&c.ctr.loopback),
 		SendErrors: atomic.LoadUint64(&c.ctr.sendErrors),
 		Rejoins:    atomic.LoadUint64(&c.ctr.rejoins),
+		Recoveries: atomic.LoadUint64(&c.ctr.recoveries),
 		Dropped:    map[string]uint64{},
 		SendFailed: map[string]uint64{},
 	}
@@ -160,6 +187,12 @@ func (c *Conn) Stats() Stats {
 	}
 	if n := atomic.LoadUint64(&c.ctr.wcErrors); n > 0 {
 		s.Dropped[DropWCError] = n
+	}
+	if n := atomic.LoadUint64(&c.ctr.resetDrops); n > 0 {
+		s.Dropped[DropQPReset] = n
+	}
+	if dc, ok := c.qp.(verbs.DeviceCounter); ok && !c.closed.Load() {
+		s.Device = dc.DeviceCounts()
 	}
 	for k, v := range c.qpDropCounts() {
 		switch {

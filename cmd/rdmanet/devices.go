@@ -7,25 +7,22 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
-	// The backends register themselves with internal/verbs.
-	_ "github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
-// backend is one way rdmanet can reach verbs.
+// backend is one way rdmanet can reach verbs, as printed.
 type backend struct {
 	name      string
 	available bool
 	detail    string
-	// devices are the devices the backend itself reports (Devices()), on
-	// the live system only.
-	devices []verbs.DeviceAttr
+	// devices are the devices the backend itself reports
+	// (rdmanet.Backends), on the live system only.
+	devices []rdmanet.Device
 }
 
 // listBackends says which backends this machine offers. On the live system
-// (live: no -root tree) it asks the library's providers: Available() and
-// Devices(). Under a -root tree it can only read that tree: rdma-core is
+// (live: no -root tree) it asks the library: rdmanet.Backends. Under a -root tree it can only read that tree: rdma-core is
 // "available" when it has devices, and the software backend's devices,
 // which come from the kernel's interface list, are not shown.
 var listBackends = func(sys *ipoib.System, live bool) []backend {
@@ -36,11 +33,11 @@ var listBackends = func(sys *ipoib.System, live bool) []backend {
 	for _, n := range sys.Netdevs {
 		nds = append(nds, n.Name)
 	}
-	sw := backend{name: verbs.Software, available: true, detail: softDetail}
+	sw := backend{name: rdmanet.BackendSoftware, available: true, detail: softDetail}
 	if len(nds) > 0 {
 		sw.detail += " (netdevs: " + strings.Join(nds, " ") + ")"
 	}
-	rc := backend{name: verbs.RDMACore}
+	rc := backend{name: rdmanet.BackendRDMACore}
 	ibdir := filepath.Join(sys.Root, "sys/class/infiniband")
 	if n := len(sys.Devices); n > 0 {
 		rc.available = true
@@ -53,34 +50,33 @@ var listBackends = func(sys *ipoib.System, live bool) []backend {
 
 const softDetail = "pure-Go RoCE v2 over UDP; one device per netdev, lo by default"
 
-// liveBackends asks every registered provider whether it runs here and
-// what devices it sees.
+// liveBackends asks the library which backends run here and what devices
+// they see.
 func liveBackends() []backend {
 	var out []backend
-	for _, p := range verbs.Providers() {
-		b := backend{name: p.Name()}
-		if err := p.Available(); err != nil {
-			b.detail = err.Error()
+	for _, bi := range rdmanet.Backends() {
+		b := backend{name: bi.Name}
+		if bi.Unavailable != nil {
+			b.detail = bi.Unavailable.Error()
 			out = append(out, b)
 			continue
 		}
 		b.available = true
-		devs, err := p.Devices()
-		b.devices = devs
+		b.devices = bi.Devices
 		var names []string
-		for _, d := range devs {
+		for _, d := range bi.Devices {
 			names = append(names, d.Name)
 		}
-		switch p.Name() {
-		case verbs.Software:
+		switch bi.Name {
+		case rdmanet.BackendSoftware:
 			b.detail = softDetail
-		case verbs.RDMACore:
-			b.detail = fmt.Sprintf("libibverbs + librdmacm; %d device(s): %s", len(devs), strings.Join(names, " "))
+		case rdmanet.BackendRDMACore:
+			b.detail = fmt.Sprintf("libibverbs + librdmacm; %d device(s): %s", len(bi.Devices), strings.Join(names, " "))
 		default:
-			b.detail = fmt.Sprintf("%d device(s): %s", len(devs), strings.Join(names, " "))
+			b.detail = fmt.Sprintf("%d device(s): %s", len(bi.Devices), strings.Join(names, " "))
 		}
-		if err != nil {
-			b.detail += "; listing devices: " + err.Error()
+		if bi.DevicesErr != nil {
+			b.detail += "; listing devices: " + bi.DevicesErr.Error()
 		}
 		out = append(out, b)
 	}
@@ -113,7 +109,7 @@ func runDevices(e *env, args []string) error {
 func refine(sys *ipoib.System, backends []backend) (mcastWhy map[string]string, mtuFrom map[string]int) {
 	mcastWhy, mtuFrom = map[string]string{}, map[string]int{}
 	for _, b := range backends {
-		if b.name != verbs.RDMACore {
+		if b.name != rdmanet.BackendRDMACore {
 			continue
 		}
 		for _, vd := range b.devices {
@@ -136,7 +132,7 @@ func refine(sys *ipoib.System, backends []backend) (mcastWhy map[string]string, 
 }
 
 // printGIDs prints a GID table, aligned.
-func printGIDs(out io.Writer, gids []verbs.GIDEntry) error {
+func printGIDs(out io.Writer, gids []ipoib.GIDEntry) error {
 	gw := newTable(out)
 	for _, g := range gids {
 		nd := g.Netdev
@@ -224,17 +220,13 @@ func printDevices(out io.Writer, sys *ipoib.System, backends []backend) error {
 				}
 				fmt.Fprintf(out, "    pkeys %s\n", strings.Join(ks, " "))
 			}
-			gids := make([]verbs.GIDEntry, 0, len(p.GIDs))
-			for _, g := range p.GIDs {
-				gids = append(gids, verbs.GIDEntry{Index: g.Index, GID: verbs.GID(g.GID), Type: g.Type, Netdev: g.Netdev})
-			}
-			if err := printGIDs(out, gids); err != nil {
+			if err := printGIDs(out, p.GIDs); err != nil {
 				return err
 			}
 		}
 	}
 	for _, b := range backends {
-		if b.name == verbs.RDMACore {
+		if b.name == rdmanet.BackendRDMACore {
 			continue // its devices are the sysfs ones above
 		}
 		if err := printVerbsDevices(out, b); err != nil {

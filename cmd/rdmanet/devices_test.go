@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -11,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // The live view, with the providers' answers fixed: rdma-core's verbs
@@ -23,19 +24,19 @@ func TestDevicesLiveViewGolden(t *testing.T) {
 	sys, err := ipoib.Discover(fabricRoot)
 	require.NoError(t, err)
 	backends := []backend{
-		{name: verbs.RDMACore, available: true, detail: "libibverbs + librdmacm; 2 device(s): mlx5_0 rxe0",
-			devices: []verbs.DeviceAttr{
-				{Name: "mlx5_0", MaxMcastGroups: 131072, Ports: []verbs.PortAttr{{Port: 1, ActiveMTU: 2048}, {Port: 2, ActiveMTU: 4096}}},
-				{Name: "rxe0", MaxMcastGroups: 0, Ports: []verbs.PortAttr{{Port: 1, ActiveMTU: 1024}}},
+		{name: rdmanet.BackendRDMACore, available: true, detail: "libibverbs + librdmacm; 2 device(s): mlx5_0 rxe0",
+			devices: []rdmanet.Device{
+				{Name: "mlx5_0", MaxMcastGroups: 131072, Ports: []rdmanet.Port{{Port: 1, ActiveMTU: 2048}, {Port: 2, ActiveMTU: 4096}}},
+				{Name: "rxe0", MaxMcastGroups: 0, Ports: []rdmanet.Port{{Port: 1, ActiveMTU: 1024}}},
 			}},
-		{name: verbs.Software, available: true, detail: softDetail,
-			devices: []verbs.DeviceAttr{{
-				Name: "sw-lo", Provider: verbs.Software, NodeGUID: 0x08ad3907b553f8ec, MaxMcastGroups: 20,
-				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortActive, ActiveMTU: 4096, LinkLayer: verbs.LinkLayerEthernet, Netdev: "lo",
-					GIDs: []verbs.GIDEntry{{Index: 0, GID: verbs.GIDFromIP(net.IPv4(127, 0, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "lo"}}}},
+		{name: rdmanet.BackendSoftware, available: true, detail: softDetail,
+			devices: []rdmanet.Device{{
+				Name: "sw-lo", Backend: rdmanet.BackendSoftware, NodeGUID: 0x08ad3907b553f8ec, MaxMcastGroups: 20,
+				Ports: []rdmanet.Port{{Port: 1, State: ipoib.PortActive, ActiveMTU: 4096, LinkLayer: ipoib.LinkLayerEthernet, Netdev: "lo",
+					GIDs: []ipoib.GIDEntry{{Index: 0, GID: ipoib.GIDFromIP(netip.MustParseAddr("127.0.0.1")), Type: ipoib.GIDTypeRoCEv2, Netdev: "lo"}}}},
 			}, {
-				Name: "sw-veth9", Provider: verbs.Software, NodeGUID: 1, MaxMcastGroups: 20,
-				Ports: []verbs.PortAttr{{Port: 1, State: verbs.PortDown, ActiveMTU: 1024, LinkLayer: verbs.LinkLayerEthernet, Netdev: "veth9"}},
+				Name: "sw-veth9", Backend: rdmanet.BackendSoftware, NodeGUID: 1, MaxMcastGroups: 20,
+				Ports: []rdmanet.Port{{Port: 1, State: ipoib.PortDown, ActiveMTU: 1024, LinkLayer: ipoib.LinkLayerEthernet, Netdev: "veth9"}},
 			}}},
 	}
 	var out bytes.Buffer
@@ -56,9 +57,14 @@ func TestDevicesLiveViewGolden(t *testing.T) {
 func TestDevicesLive(t *testing.T) {
 	out, errOut, code := runCmd(t, "/", "devices")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	rc, err := verbs.Lookup(verbs.RDMACore)
-	require.NoError(t, err)
-	if err := rc.Available(); err != nil {
+	var rc *rdmanet.BackendInfo
+	for _, b := range rdmanet.Backends() {
+		if b.Name == rdmanet.BackendRDMACore {
+			rc = &b
+		}
+	}
+	require.NotNil(t, rc, "rdma-core is not among rdmanet.Backends()")
+	if err := rc.Unavailable; err != nil {
 		assert.Regexp(t, `(?m)^rdma-core\s+unavailable\s+`+regexp.QuoteMeta(err.Error())+`$`, out)
 	} else {
 		assert.Regexp(t, `(?m)^rdma-core\s+available\s+libibverbs \+ librdmacm; \d+ device\(s\)`, out)

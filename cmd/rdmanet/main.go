@@ -6,6 +6,9 @@
 //	rdmanet mgid 239.1.2.3     the MGIDs of a group (or the groups of an MGID)
 //	rdmanet perf pingpong      latency (or throughput, loss) on loopback or a fabric
 //
+// It uses only the public API: "devices" prints rdmanet.Backends and
+// ipoib.Discover, "mgid" ipoib's mappings.
+//
 // Bad input exits with status 2 and a message on stderr; a failure while
 // running exits with status 1.
 package main

@@ -32,7 +32,8 @@ type Source interface {
 }
 
 // woken is implemented by Sources that want to know that a wait ended
-// because their fd became readable (see verbs.WakeHinter).
+// because their fd became readable (the software provider's receive CQ
+// then reads at once).
 type woken interface{ Woken() }
 
 // Waiter waits for one Source through one channel fd. Wait must not be
@@ -64,6 +65,7 @@ type Waiter struct {
 	stopped  bool // Stop: the deadline stays in the past
 	files    bool // Close: the files are closed
 	kicked   bool
+	woke     atomic.Bool // Wake: the kicked Wait returns (0, nil)
 	deadline time.Time
 	n        int
 	err      error
@@ -244,6 +246,9 @@ func (w *Waiter) Wait() (int, error) {
 			return 0, net.ErrClosed
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && w.unkick() {
+			if w.woke.Swap(false) {
+				return 0, nil // Wake: the caller acts, then waits again
+			}
 			continue // kicked: poll again
 		}
 		return 0, mapErr(err)
@@ -257,7 +262,7 @@ var kickDeadline = time.Unix(1, 0)
 // rather than sleep, without changing the deadline callers set: it sets
 // a deadline long past on both fds, and the Wait that wakes from it puts
 // the caller's back and polls. It is for completions the narrow fd does
-// not show (SetNarrow, verbs.Kicker). It may be called from any
+// not show (SetNarrow). It may be called from any
 // goroutine, also after Close.
 func (w *Waiter) Kick() {
 	w.dmu.Lock()
@@ -267,6 +272,13 @@ func (w *Waiter) Kick() {
 	}
 	w.kicked = true
 	w.setDeadlines(kickDeadline)
+}
+
+// Wake is Kick for the caller: the Wait that wakes from it, or else the
+// next Wait that would sleep, returns (0, nil) instead of polling again.
+func (w *Waiter) Wake() {
+	w.woke.Store(true)
+	w.Kick()
 }
 
 // setDeadlines sets the deadline of the fd and the narrow fd; w.dmu is

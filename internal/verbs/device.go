@@ -1,42 +1,36 @@
 package verbs
 
-import "github.com/go-rdma/rdmanet/ipoib"
+import "github.com/go-rdma/rdmanet/internal/infiniband"
 
-// The enums sysfs and the verbs share are ipoib's: one definition, one
-// String for each.
+// The enums sysfs and the verbs share are internal/infiniband's (ipoib exports
+// them): one definition, one String for each.
 type (
 	// LinkLayer is a port's link layer.
-	LinkLayer = ipoib.LinkLayer
+	LinkLayer = infiniband.LinkLayer
 	// GIDType is the type of a GID table entry.
-	GIDType = ipoib.GIDType
+	GIDType = infiniband.GIDType
 	// PortState is a port's logical state (enum ibv_port_state).
-	PortState = ipoib.PortState
+	PortState = infiniband.PortState
+	// GIDEntry is one entry of a port's GID table.
+	GIDEntry = infiniband.GIDEntry
 )
 
 const (
-	LinkLayerUnspecified = ipoib.LinkLayerUnspecified
-	LinkLayerInfiniBand  = ipoib.LinkLayerInfiniBand
-	LinkLayerEthernet    = ipoib.LinkLayerEthernet
+	LinkLayerUnspecified = infiniband.LinkLayerUnspecified
+	LinkLayerInfiniBand  = infiniband.LinkLayerInfiniBand
+	LinkLayerEthernet    = infiniband.LinkLayerEthernet
 
-	GIDTypeIB     = ipoib.GIDTypeIB
-	GIDTypeRoCEv1 = ipoib.GIDTypeRoCEv1
-	GIDTypeRoCEv2 = ipoib.GIDTypeRoCEv2
+	GIDTypeIB     = infiniband.GIDTypeIB
+	GIDTypeRoCEv1 = infiniband.GIDTypeRoCEv1
+	GIDTypeRoCEv2 = infiniband.GIDTypeRoCEv2
 
-	PortNop         = ipoib.PortNop
-	PortDown        = ipoib.PortDown
-	PortInit        = ipoib.PortInit
-	PortArmed       = ipoib.PortArmed
-	PortActive      = ipoib.PortActive
-	PortActiveDefer = ipoib.PortActiveDefer
+	PortNop         = infiniband.PortNop
+	PortDown        = infiniband.PortDown
+	PortInit        = infiniband.PortInit
+	PortArmed       = infiniband.PortArmed
+	PortActive      = infiniband.PortActive
+	PortActiveDefer = infiniband.PortActiveDefer
 )
-
-// GIDEntry is one entry of a port's GID table.
-type GIDEntry struct {
-	Index  int
-	GID    GID
-	Type   GIDType
-	Netdev string
-}
 
 // PortAttr describes one port of a device.
 type PortAttr struct {
@@ -61,11 +55,6 @@ type DeviceAttr struct {
 	MaxQPWR          int
 	Ports            []PortAttr
 }
-
-// MTUFromNetdev returns the RoCE path MTU for a netdev MTU, as the kernel's
-// iboe_get_mtu does (ipoib.RoCEMTU): 1500 gives 1024; loopback's 65536
-// gives 4096.
-func MTUFromNetdev(netdevMTU int) int { return ipoib.RoCEMTU(netdevMTU) }
 
 // IBMTU returns the enum ibv_mtu value (1..5) of a byte MTU, or 0.
 func IBMTU(bytes int) int {

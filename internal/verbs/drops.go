@@ -28,6 +28,10 @@ const (
 	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
 	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
 	DropTooLong   = "too-long"   // longer than the posted receive buffer
+	// DropDeviceOverflow (rdma-core): the port's count of messages that
+	// completed no receive (mlx5 out_of_buffer; rxe rcvd_pkts -
+	// rdma_recvs), shared by every QP on the port.
+	DropDeviceOverflow = "device-overflow"
 	// DropOwnLoopback: the QP's own multicast, blocked on request
 	// (BlockSelfMulticastLoopback). Not a loss: rdmanet counts it in
 	// Stats.Loopback.

@@ -24,6 +24,12 @@
 // in the UDP port space) to a local port; the ID owns one UD QP with its PD,
 // CQs and completion channels, the memory regions registered on it and the
 // address handles made from it. Closing the ID frees everything under it.
+//
+// The names of the fabric are internal/infiniband's, aliased here: GID
+// (an MGID is a GID), GIDEntry, LinkLayer, GIDType, PortState. They are
+// the types ipoib exports and rdmanet.Addr carries, so nothing converts
+// between layers. The model depends on no package that exists for users
+// (ipoib, rdmanet); its providers read sysfs through internal/infiniband.
 package verbs
 
 import (
@@ -38,13 +44,9 @@ import (
 const (
 	// DefaultQKey is rdma_cm's Q_Key for the UDP port space (RDMA_UDP_QKEY).
 	DefaultQKey uint32 = 0x01234567
-	// MulticastQPN is the destination QP number of every multicast send.
-	MulticastQPN uint32 = 0xFFFFFF
 	// GRHSize is the size of the Global Route Header area that starts
 	// every UD receive buffer, whether or not the packet carried a GRH.
 	GRHSize = 40
-	// DefaultPKey is the default partition key (full member).
-	DefaultPKey uint16 = 0xFFFF
 )
 
 // Errors shared by the providers. Providers wrap them with the verb that
@@ -263,6 +265,11 @@ type CQWaiter interface {
 	// SetDeadline sets the deadline of WaitPoll, also of one already
 	// blocked; the zero time means none.
 	SetDeadline(t time.Time) error
+	// Wake makes a blocked WaitPoll, or else the next one that would
+	// sleep, return (0, nil), so that its caller can act before waiting
+	// again (rdmanet resets a failed QP so). It may be called from any
+	// goroutine.
+	Wake()
 	// Close unblocks a WaitPoll with net.ErrClosed; later ones return it
 	// at once. It is idempotent and leaves the CQ as it is.
 	Close() error
@@ -302,6 +309,17 @@ const (
 	EventDeviceRemoval
 	// EventAddrChange: the bound address moved (informational).
 	EventAddrChange
+	// EventPortError: the bound port went down (IBV_EVENT_PORT_ERR, for
+	// example its netdev's link): nothing can be sent until
+	// EventPortActive, and a QP that sends meanwhile goes to the error
+	// state.
+	EventPortError
+	// EventPortActive: the bound port is up again (IBV_EVENT_PORT_ACTIVE).
+	EventPortActive
+	// EventQPError: the ID's QP went to the error state
+	// (IBV_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): it must be reset
+	// (QPResetter) before it sends or receives again.
+	EventQPError
 )
 
 func (t EventType) String() string {
@@ -312,6 +330,12 @@ func (t EventType) String() string {
 		return "DEVICE_REMOVAL"
 	case EventAddrChange:
 		return "ADDR_CHANGE"
+	case EventPortError:
+		return "PORT_ERR"
+	case EventPortActive:
+		return "PORT_ACTIVE"
+	case EventQPError:
+		return "QP_FATAL"
 	}
 	return "UNKNOWN_EVENT"
 }

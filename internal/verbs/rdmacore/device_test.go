@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // Device tests run when RDMANET_TEST_DEVICE names a device (rxe0 in
@@ -165,7 +165,7 @@ func TestDeviceDevices(t *testing.T) {
 	assert.Equal(t, 1, port.Port)
 	assert.Equal(t, verbs.PortActive, port.State)
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, port.ActiveMTU)
-	want := verbs.GIDFromIP(d.addr)
+	want := infiniband.GIDFromNetIP(d.addr)
 	found := false
 	for _, g := range port.GIDs {
 		assert.False(t, g.GID.IsZero(), "zero GID listed at %d", g.Index)
@@ -176,14 +176,14 @@ func TestDeviceDevices(t *testing.T) {
 	assert.True(t, found, "no RoCE v2 GID %s in %+v", want, port.GIDs)
 	t.Logf("%s: %+v", d.name, *dev)
 
-	// The sysfs side is ipoib's: the same GID table, netdev and MTU.
-	sys, err := ipoib.Discover("/")
+	// The sysfs side is internal/infiniband's: the same GID table, netdev and MTU.
+	sys, err := infiniband.Discover("/")
 	require.NoError(t, err)
 	sp := sys.Port(d.name, 1)
 	require.NotNil(t, sp)
 	var gids []verbs.GIDEntry
 	for _, e := range sp.GIDs {
-		gids = append(gids, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: verbs.GIDType(e.Type), Netdev: e.Netdev})
+		gids = append(gids, e)
 	}
 	assert.Equal(t, gids, port.GIDs)
 	assert.Contains(t, sp.Netdevs, port.Netdev)
@@ -202,17 +202,17 @@ func TestDeviceBind(t *testing.T) {
 	assert.Equal(t, d.name, b.Device)
 	assert.Equal(t, 1, b.Port)
 	assert.True(t, b.IP.Equal(d.addr))
-	assert.Equal(t, verbs.GIDFromIP(d.addr), b.GID)
+	assert.Equal(t, infiniband.GIDFromNetIP(d.addr), b.GID)
 	assert.NotEmpty(t, b.Netdev)
 	if b.LinkLayer == verbs.LinkLayerEthernet {
 		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
 	}
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, b.MTU)
-	if sys, err := ipoib.Discover("/"); assert.NoError(t, err) {
+	if sys, err := infiniband.Discover("/"); assert.NoError(t, err) {
 		want, err := sys.PortForIP(netip.MustParseAddr(d.addr.String()))
 		require.NoError(t, err)
-		assert.Equal(t, ipoib.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: ipoib.GID(b.GID),
-			GIDType: ipoib.GIDType(b.GIDType), Netdev: b.Netdev}, want, "Bind vs ipoib.PortForIP")
+		assert.Equal(t, infiniband.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: b.GID,
+			GIDType: b.GIDType, Netdev: b.Netdev}, want, "Bind vs infiniband.PortForIP")
 	}
 
 	assert.True(t, d.p.Serves(verbs.BindConfig{Addr: d.addr}), "Serves(%s)", d.addr)
@@ -267,7 +267,7 @@ func TestDeviceMulticastLoopback(t *testing.T) {
 	m, err := e.id.Join(ctx, verbs.Group{IP: group}, verbs.JoinOptions{})
 	require.NoError(t, err)
 	t.Logf("membership: %+v", m)
-	assert.Equal(t, verbs.GIDFromIP(group), m.MGID)
+	assert.Equal(t, infiniband.GIDFromNetIP(group), m.MGID)
 	assert.Equal(t, verbs.MulticastQPN, m.RemoteQPN)
 	assert.Equal(t, verbs.DefaultQKey, m.QKey)
 	assert.True(t, m.AH.IsGlobal)

@@ -41,6 +41,15 @@ type id struct {
 	removed atomic.Bool // DEVICE_REMOVAL seen
 	closed  atomic.Bool
 
+	// The device's async events (async.go): dev reads them, asyncQ holds
+	// the ones for this ID, efd wakes epfd, the set Events().Fd() is.
+	dev     *devCtx
+	epfd    int
+	efd     int
+	asyncMu sync.Mutex
+	asyncQ  []verbs.Event
+	qpAddr  atomic.Uintptr // the struct ibv_qp's address, for QP events
+
 	mu     sync.Mutex // qp, groups
 	qp     *qp
 	groups map[verbs.GID]*group
@@ -125,16 +134,24 @@ func (d *id) pump() error {
 // eventChannel is the ID's view as a verbs.EventChannel.
 type eventChannel id
 
-func (c *eventChannel) Fd() int { return c.chFd }
+// Fd is an epoll set over the cm event channel, the device's async event
+// fd and the ID's wake-up eventfd (async.go).
+func (c *eventChannel) Fd() int { return c.epfd }
 
 func (c *eventChannel) Next() (verbs.Event, bool, error) {
 	d := (*id)(c)
 	if d.closed.Load() {
 		return verbs.Event{}, false, fmt.Errorf("rdma_get_cm_event: %w", verbs.ErrClosed)
 	}
+	d.clearWake()
+	d.dev.drain()
 	d.cmMu.Lock()
 	defer d.cmMu.Unlock()
 	err := d.pump()
+	d.asyncMu.Lock()
+	d.queue = append(d.queue, d.asyncQ...)
+	d.asyncQ = d.asyncQ[:0]
+	d.asyncMu.Unlock()
 	if len(d.queue) > 0 {
 		ev := d.queue[0]
 		d.queue = d.queue[1:]
@@ -340,7 +357,14 @@ func (d *id) Close() error {
 		note(q.destroy())
 	}
 	note(d.destroyID())
-	if d.removed.Load() {
+	d.closeEventSet()
+	// After DEVICE_REMOVAL, librdmacm closes its verbs context of the
+	// device (which the kernel waits for) only when it next reads the
+	// device list. Read while another cm id on the device still lived, it
+	// was seen to block for good (librdmacm reads it under the lock that
+	// rdma_destroy_id takes): so only the last ID on the device, its own
+	// cm id destroyed, reads it.
+	if d.dev != nil && d.dev.detach(d) || d.dev == nil && d.removed.Load() {
 		C.rn_sync_devices()
 	}
 	return errors.Join(errs...)

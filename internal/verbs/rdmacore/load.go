@@ -54,6 +54,8 @@ int rn_load(char *err, size_t errlen)
 	SYM(v, ibv_modify_qp, 1);
 	SYM(v, ibv_create_ah, 1);
 	SYM(v, ibv_destroy_ah, 1);
+	SYM(v, ibv_get_async_event, 1);
+	SYM(v, ibv_ack_async_event, 1);
 	SYM(cm, rdma_create_event_channel, 1);
 	SYM(cm, rdma_destroy_event_channel, 1);
 	SYM(cm, rdma_create_id, 1);

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 func init() { verbs.Register(provider{}) }
@@ -78,7 +78,7 @@ func deviceNames() ([]string, error) {
 
 // Devices opens every device libibverbs lists and queries it and its
 // ports; the GID tables, netdevs and RoCE path MTUs come from sysfs
-// through ipoib.Discover.
+// through infiniband.Discover.
 func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	if err := load(); err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 // queryDevice queries a device and its ports (ibv_query_device,
 // ibv_query_port: max_mcast_grp and the IB active MTU are not in sysfs)
 // and adds what sysfs shows (sys may be nil).
-func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *ipoib.System) (verbs.DeviceAttr, error) {
+func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *infiniband.System) (verbs.DeviceAttr, error) {
 	var da C.struct_rn_ibv_device_attr
 	if e := C.rn_query_device(ctx, &da); e != 0 {
 		return verbs.DeviceAttr{}, fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
@@ -126,7 +126,7 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *ipoib.System) (
 		MaxQPMcastAttach: int(da.max_mcast_qp_attach),
 		MaxQPWR:          int(da.max_qp_wr),
 	}
-	var sd *ipoib.Device
+	var sd *infiniband.Device
 	if sys != nil {
 		sd = sys.Device(name)
 	}
@@ -220,7 +220,7 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		}
 		return nil, err
 	}
-	d := &id{ch: ch, chFd: int(ch.fd), groups: map[verbs.GID]*group{}, pending: map[uint64]*joinResult{}}
+	d := &id{ch: ch, chFd: int(ch.fd), epfd: -1, efd: -1, groups: map[verbs.GID]*group{}, pending: map[uint64]*joinResult{}}
 	if err := unix.SetNonblock(d.chFd, true); err != nil {
 		C.rn_destroy_event_channel(ch)
 		return nil, fmt.Errorf("rdmacore: set cm event channel non-blocking: %w", err)
@@ -256,6 +256,15 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		return nil, fmt.Errorf("rdma_bind_addr %s: bound to %s port %d, want %s port %d: %w",
 			ip, d.local.Device, d.local.Port, cfg.Device, cfg.Port, verbs.ErrNoDevice)
 	}
+	if d.dev, err = attachDev(d); err != nil {
+		d.destroyID()
+		return nil, err
+	}
+	if err := d.openEventSet(); err != nil {
+		d.dev.detach(d)
+		d.destroyID()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -279,7 +288,7 @@ func (d *id) resolveBinding(ip net.IP) error {
 	var sgid verbs.GID
 	copy(sgid[:], C.GoBytes(unsafe.Pointer(&d.cm.route.addr.addr[0]), 16))
 	if sgid.IsZero() {
-		sgid = verbs.GIDFromIP(ip)
+		sgid = infiniband.GIDFromNetIP(ip)
 	}
 	d.local = verbs.Binding{
 		Device:    name,

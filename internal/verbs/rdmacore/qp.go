@@ -44,6 +44,7 @@ type qp struct {
 	inline int
 	lb     bool
 	mtu    int
+	hw0    map[string]uint64 // the port's hw_counters when the QP was made
 
 	mrMu sync.RWMutex // the MR table in ctx; held shared while posting
 	mrs  []*mr
@@ -130,6 +131,8 @@ func (q *qp) create(cfg verbs.QPConfig) error {
 	q.ctx = (*C.struct_rn_qpctx)(C.calloc(1, C.sizeof_struct_rn_qpctx))
 	q.ctx.qp = q.d.cm.qp
 	q.qpn = uint32(q.d.cm.qp.qp_num)
+	q.d.qpAddr.Store(uintptr(unsafe.Pointer(q.d.cm.qp)))
+	q.hw0 = readHWCounters(q.d.local.Device, q.d.local.Port)
 
 	var state C.int
 	var qkey C.uint32_t
@@ -156,6 +159,7 @@ func (q *qp) create(cfg verbs.QPConfig) error {
 // event read from their channels), the channels, the MRs, the PD.
 func (q *qp) destroy() error {
 	var errs []error
+	q.d.qpAddr.Store(0)
 	if q.d.cm != nil && q.d.cm.qp != nil {
 		C.rn_destroy_qp(q.d.cm)
 	}

@@ -484,15 +484,42 @@ struct rn_sockaddr_ib {
 	uint64_t sib_scope_id;
 };
 
+/* struct ibv_async_event */
+struct rn_ibv_async_event {
+	union {
+		struct rn_ibv_cq *cq;
+		struct rn_ibv_qp *qp;
+		void *srq;
+		void *wq;
+		int port_num;
+	} element;
+	int event_type;
+};
+
 /* Constants (values from verbs.h and rdma_cma.h, checked by abicheck.c). */
 enum {
 	RN_AF_IB = 27,
 
 	RN_IBV_QPT_UD = 4,
 	RN_IBV_QPS_RESET = 0,
+	RN_IBV_QPS_INIT = 1,
+	RN_IBV_QPS_RTR = 2,
 	RN_IBV_QPS_RTS = 3,
+	RN_IBV_QPS_ERR = 6,
 	RN_IBV_QP_STATE = 1 << 0,
+	RN_IBV_QP_PKEY_INDEX = 1 << 4,
+	RN_IBV_QP_PORT = 1 << 5,
 	RN_IBV_QP_QKEY = 1 << 6,
+	RN_IBV_QP_SQ_PSN = 1 << 16,
+
+	RN_IBV_EVENT_CQ_ERR = 0,
+	RN_IBV_EVENT_QP_FATAL = 1,
+	RN_IBV_EVENT_QP_REQ_ERR = 2,
+	RN_IBV_EVENT_QP_ACCESS_ERR = 3,
+	RN_IBV_EVENT_PORT_ACTIVE = 9,
+	RN_IBV_EVENT_PORT_ERR = 10,
+	RN_IBV_EVENT_GID_CHANGE = 18,
+	RN_IBV_EVENT_DEVICE_FATAL = 8,
 
 	RN_IBV_QP_INIT_ATTR_PD = 1 << 0,
 	RN_IBV_QP_INIT_ATTR_CREATE_FLAGS = 1 << 2,

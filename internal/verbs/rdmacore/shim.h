@@ -43,6 +43,8 @@ struct rn_lib {
 	int (*ibv_modify_qp)(struct rn_ibv_qp *qp, struct rn_ibv_qp_attr *attr, int mask);
 	struct rn_ibv_ah *(*ibv_create_ah)(struct rn_ibv_pd *pd, struct rn_ibv_ah_attr *attr);
 	int (*ibv_destroy_ah)(struct rn_ibv_ah *ah);
+	int (*ibv_get_async_event)(struct rn_ibv_context *ctx, struct rn_ibv_async_event *ev);
+	void (*ibv_ack_async_event)(struct rn_ibv_async_event *ev);
 
 	struct rn_rdma_event_channel *(*rdma_create_event_channel)(void);
 	void (*rdma_destroy_event_channel)(struct rn_rdma_event_channel *ch);
@@ -293,6 +295,82 @@ static inline int rn_set_qkey(struct rn_ibv_qp *qp, uint32_t qkey)
 	int r = rn_lib.ibv_modify_qp(qp, &a, RN_IBV_QP_QKEY);
 	return r ? rn_err(r) : 0;
 }
+
+/* rn_reset_qp takes a UD QP from any state (ERR after a link went down)
+ * back to RTS as librdmacm's ucma_init_ud_qp does: RESET, INIT with the
+ * P_Key index, port and Q_Key it had, RTR, RTS (SQ PSN 0). Posted
+ * receives and sends are gone after RESET. */
+static inline int rn_reset_qp(struct rn_ibv_qp *qp, int port)
+{
+	struct rn_ibv_qp_attr a, cur;
+	struct rn_ibv_qp_init_attr init;
+	int r;
+
+	memset(&cur, 0, sizeof(cur));
+	errno = 0;
+	if ((r = rn_lib.ibv_query_qp(qp, &cur, RN_IBV_QP_PKEY_INDEX | RN_IBV_QP_PORT | RN_IBV_QP_QKEY, &init)) != 0)
+		return rn_err(r);
+	if (!cur.port_num)
+		cur.port_num = (uint8_t)port;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = RN_IBV_QPS_RESET;
+	if ((r = rn_lib.ibv_modify_qp(qp, &a, RN_IBV_QP_STATE)) != 0)
+		return rn_err(r);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = RN_IBV_QPS_INIT;
+	a.pkey_index = cur.pkey_index;
+	a.port_num = cur.port_num;
+	a.qkey = cur.qkey;
+	if ((r = rn_lib.ibv_modify_qp(qp, &a, RN_IBV_QP_STATE | RN_IBV_QP_PKEY_INDEX | RN_IBV_QP_PORT | RN_IBV_QP_QKEY)) != 0)
+		return rn_err(r);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = RN_IBV_QPS_RTR;
+	if ((r = rn_lib.ibv_modify_qp(qp, &a, RN_IBV_QP_STATE)) != 0)
+		return rn_err(r);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = RN_IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if ((r = rn_lib.ibv_modify_qp(qp, &a, RN_IBV_QP_STATE | RN_IBV_QP_SQ_PSN)) != 0)
+		return rn_err(r);
+	return 0;
+}
+
+/* One asynchronous event of a device context, copied out and already
+ * acknowledged (ibv_destroy_qp waits for the acks of its events). */
+struct rn_async_event {
+	int type;
+	int port;	/* port events */
+	uintptr_t qp;	/* QP events: the struct ibv_qp's address */
+};
+
+/* rn_get_async_event reads one event from the context's (non-blocking)
+ * async fd: EAGAIN when none. */
+static inline int rn_get_async_event(struct rn_ibv_context *ctx, struct rn_async_event *out)
+{
+	struct rn_ibv_async_event ev;
+	errno = 0;
+	if (rn_lib.ibv_get_async_event(ctx, &ev))
+		return rn_err(0);
+	out->type = ev.event_type;
+	out->port = 0;
+	out->qp = 0;
+	switch (ev.event_type) {
+	case RN_IBV_EVENT_QP_FATAL:
+	case RN_IBV_EVENT_QP_REQ_ERR:
+	case RN_IBV_EVENT_QP_ACCESS_ERR:
+		out->qp = (uintptr_t)ev.element.qp;
+		break;
+	case RN_IBV_EVENT_PORT_ACTIVE:
+	case RN_IBV_EVENT_PORT_ERR:
+	case RN_IBV_EVENT_GID_CHANGE:
+		out->port = ev.element.port_num;
+		break;
+	}
+	rn_lib.ibv_ack_async_event(&ev);
+	return 0;
+}
+
+static inline int rn_async_fd(struct rn_ibv_context *ctx) { return ctx->async_fd; }
 
 static inline struct rn_ibv_mr *rn_reg_mr(struct rn_ibv_pd *pd, uintptr_t addr, size_t len, int *err)
 {

@@ -5,35 +5,33 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
-// sysfsRoot is the root of the sysfs tree that ipoib reads ("/" for the
+// sysfsRoot is the root of the sysfs tree that internal/infiniband reads ("/" for the
 // running system); tests point it at a fake tree.
 var sysfsRoot = "/"
 
-// discover is ipoib.Discover; tests replace it to give IPoIB interfaces
+// discover is infiniband.Discover; tests replace it to give IPoIB interfaces
 // addresses.
-var discover = ipoib.Discover
+var discover = infiniband.Discover
 
-// gidTable converts a port's GID table as ipoib read it.
-func gidTable(p *ipoib.Port) []verbs.GIDEntry {
+// gidTable is a port's GID table as sysfs shows it (a copy: the caller
+// owns the result).
+func gidTable(p *infiniband.Port) []verbs.GIDEntry {
 	if p == nil || len(p.GIDs) == 0 {
 		return nil
 	}
-	out := make([]verbs.GIDEntry, 0, len(p.GIDs))
-	for _, e := range p.GIDs {
-		out = append(out, verbs.GIDEntry{Index: e.Index, GID: verbs.GID(e.GID), Type: e.Type, Netdev: e.Netdev})
-	}
-	return out
+	return slices.Clone(p.GIDs)
 }
 
 // portNetdev is the netdev under a port: the one its first GID entry
 // names, else the first the port lists (IPoIB interfaces, whose GID
 // entries name none).
-func portNetdev(p *ipoib.Port) string {
+func portNetdev(p *infiniband.Port) string {
 	if p == nil {
 		return ""
 	}
@@ -52,7 +50,7 @@ func portNetdev(p *ipoib.Port) string {
 // sysfs implies. On InfiniBand ibv_query_port's is the truth. On Ethernet
 // a UD payload must fit both the device's active MTU (rxe drops longer
 // sends) and the path MTU rdma_cm gives RoCE joins, iboe_get_mtu of the
-// netdev MTU (ipoib.RoCEMTU): the smaller one wins. 0 means unknown.
+// netdev MTU (infiniband.RoCEMTU): the smaller one wins. 0 means unknown.
 func refineMTU(ll verbs.LinkLayer, active, fromSysfs int) int {
 	if ll != verbs.LinkLayerEthernet || fromSysfs <= 0 {
 		return active
@@ -67,7 +65,7 @@ func refineMTU(ll verbs.LinkLayer, active, fromSysfs int) int {
 // ibv_query_port gave: the GID table with types and netdevs, the netdev
 // and, on Ethernet, the path MTU. p may be nil (no sysfs, as in some
 // containers): pa is returned as is.
-func refinePort(pa verbs.PortAttr, p *ipoib.Port) verbs.PortAttr {
+func refinePort(pa verbs.PortAttr, p *infiniband.Port) verbs.PortAttr {
 	if p == nil {
 		return pa
 	}
@@ -79,11 +77,11 @@ func refinePort(pa verbs.PortAttr, p *ipoib.Port) verbs.PortAttr {
 
 // bindingDetails fills the sysfs side of a binding whose device, port,
 // GID, IP, link layer and ibv_query_port MTU are known: the GID's table
-// index, type and netdev (ipoib.LookupGID, which stops at the entry), the
+// index, type and netdev (infiniband.LookupGID, which stops at the entry), the
 // netdev of an InfiniBand binding (the IPoIB interface with the address,
-// through ipoib.Discover), and the RoCE path MTU of the netdev.
+// through infiniband.Discover), and the RoCE path MTU of the netdev.
 func bindingDetails(b *verbs.Binding) {
-	e, ok, _ := ipoib.LookupGID(sysfsRoot, b.Device, b.Port, ipoib.GID(b.GID))
+	e, ok, _ := infiniband.LookupGID(sysfsRoot, b.Device, b.Port, b.GID)
 	switch {
 	case ok:
 		b.GIDIndex, b.GIDType, b.Netdev = e.Index, e.Type, e.Netdev
@@ -100,8 +98,8 @@ func bindingDetails(b *verbs.Binding) {
 		}
 	}
 	if b.LinkLayer == verbs.LinkLayerEthernet && b.Netdev != "" {
-		if n, err := ipoib.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
-			b.MTU = refineMTU(b.LinkLayer, b.MTU, ipoib.RoCEMTU(n.MTU))
+		if n, err := infiniband.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
+			b.MTU = refineMTU(b.LinkLayer, b.MTU, infiniband.RoCEMTU(n.MTU))
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // fabricRoot is ipoib's fake sysfs: mlx5_0 an InfiniBand HCA with ib0
@@ -22,8 +22,8 @@ const fabricRoot = "../../../ipoib/testdata/fabric"
 func useFabric(t *testing.T) {
 	old, oldDiscover := sysfsRoot, discover
 	sysfsRoot = fabricRoot
-	discover = func(root string) (*ipoib.System, error) {
-		s, err := ipoib.Discover(root)
+	discover = func(root string) (*infiniband.System, error) {
+		s, err := infiniband.Discover(root)
 		if s != nil {
 			s.InterfaceAddrs = func(netdev string) ([]netip.Addr, error) {
 				if netdev == "ib0" {
@@ -41,7 +41,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 	useFabric(t)
 	// rxe0: the RoCE v2 entry of the address, its netdev, and the MTU of
 	// the netdev (1500 -> 1024) below what ibv_query_port said.
-	b := verbs.Binding{Device: "rxe0", Port: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 1)),
+	b := verbs.Binding{Device: "rxe0", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 1)),
 		IP: net.IPv4(10, 99, 0, 1), LinkLayer: verbs.LinkLayerEthernet, MTU: 4096}
 	bindingDetails(&b)
 	assert.Equal(t, 1, b.GIDIndex)
@@ -50,7 +50,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 	assert.Equal(t, 1024, b.MTU)
 
 	// mlx5_1: the v2 entry (3) wins over the v1 entry (2) of the same GID.
-	b = verbs.Binding{Device: "mlx5_1", Port: 1, GID: verbs.GIDFromIP(net.IPv4(192, 168, 10, 5)),
+	b = verbs.Binding{Device: "mlx5_1", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(192, 168, 10, 5)),
 		IP: net.IPv4(192, 168, 10, 5), LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
 	bindingDetails(&b)
 	assert.Equal(t, 3, b.GIDIndex)
@@ -60,7 +60,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 
 	// InfiniBand: the port GID, type IB; the netdev is the IPoIB
 	// interface with the address; the MTU is ibv_query_port's.
-	gid, err := verbs.ParseGID("fe80::2:c903:a1:b2c1")
+	gid, err := infiniband.ParseGID("fe80::2:c903:a1:b2c1")
 	require.NoError(t, err)
 	b = verbs.Binding{Device: "mlx5_0", Port: 1, GID: gid, IP: net.IPv4(192, 168, 100, 7),
 		LinkLayer: verbs.LinkLayerInfiniBand, MTU: 4096}
@@ -71,7 +71,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 	assert.Equal(t, 4096, b.MTU)
 
 	// A GID that is not in the table: RoCE v2 on Ethernet, no index.
-	b = verbs.Binding{Device: "rxe0", Port: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 9)),
+	b = verbs.Binding{Device: "rxe0", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 9)),
 		LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
 	bindingDetails(&b)
 	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
@@ -80,13 +80,13 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 }
 
 func TestRefinePort(t *testing.T) {
-	sys, err := ipoib.Discover(fabricRoot)
+	sys, err := infiniband.Discover(fabricRoot)
 	require.NoError(t, err)
 	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
 	assert.Equal(t, "veth0", pa.Netdev)
 	assert.Equal(t, 1024, pa.ActiveMTU, "the netdev's RoCE MTU is smaller")
 	require.Len(t, pa.GIDs, 2, "zero GIDs are skipped")
-	assert.Equal(t, verbs.GIDEntry{Index: 1, GID: verbs.GIDFromIP(net.IPv4(10, 99, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "veth0"}, pa.GIDs[1])
+	assert.Equal(t, verbs.GIDEntry{Index: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "veth0"}, pa.GIDs[1])
 
 	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 1024}, sys.Port("mlx5_1", 1))
 	require.Len(t, pa.GIDs, 4)
@@ -147,13 +147,13 @@ func TestSockaddrs(t *testing.T) {
 
 	// A raw MGID: IPv4-mapped ones become sockaddr_in (RoCE v2), others
 	// sockaddr_ib on InfiniBand (as mckey -M) and sockaddr_in6 on RoCE.
-	mapped := verbs.GIDFromIP(net.IPv4(239, 9, 9, 9))
+	mapped := infiniband.GIDFromNetIP(net.IPv4(239, 9, 9, 9))
 	sa, err := groupSockaddr(verbs.Group{MGID: mapped}, verbs.LinkLayerEthernet)
 	require.NoError(t, err)
 	assert.Equal(t, uint16(afInet), binary.NativeEndian.Uint16(sa.b[0:]))
 	assert.Equal(t, []byte{239, 9, 9, 9}, sa.b[4:8])
 
-	ib, _ := verbs.ParseGID("ff12:401b:ffff::1")
+	ib, _ := infiniband.ParseGID("ff12:401b:ffff::1")
 	sa, err = groupSockaddr(verbs.Group{MGID: ib}, verbs.LinkLayerInfiniBand)
 	require.NoError(t, err)
 	assert.Equal(t, uint16(afIB), binary.NativeEndian.Uint16(sa.b[0:]))

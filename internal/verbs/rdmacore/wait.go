@@ -54,6 +54,7 @@ func (w *cqWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 }
 
 func (w *cqWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
+func (w *cqWaiter) Wake()                         { w.w.Wake() }
 func (w *cqWaiter) Close() error                  { return w.w.Close() }
 
 // Poll, Arm and Drain are the poller.Source of the wait.

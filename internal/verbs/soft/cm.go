@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -38,7 +39,7 @@ func newID(r *resolved) (*ID, error) {
 		Device:    devicePrefix + r.ifi.Name,
 		Port:      portNum,
 		GIDIndex:  r.gidIdx,
-		GID:       verbs.GIDFromIP(r.ip),
+		GID:       infiniband.GIDFromNetIP(r.ip),
 		GIDType:   verbs.GIDTypeRoCEv2,
 		IP:        r.ip,
 		Netdev:    r.ifi.Name,
@@ -77,7 +78,7 @@ func (id *ID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
 	id.qp = qp
 	ip := net.IP(qp.unicast[:])
 	id.bind.IP = append(net.IP(nil), ip...)
-	id.bind.GID = verbs.GIDFromIP(ip)
+	id.bind.GID = infiniband.GIDFromNetIP(ip)
 	return qp, nil
 }
 
@@ -103,7 +104,7 @@ func groupAddr(g verbs.Group) (verbs.GID, [4]byte, error) {
 			return verbs.GID{}, [4]byte{}, fmt.Errorf("soft: join: %v is not a multicast group address", g.IP)
 		}
 	}
-	return verbs.GID(netip.AddrFrom16(a.As16()).As16()), a.As4(), nil
+	return infiniband.GIDFromIP(a), a.As4(), nil
 }
 
 // Join joins a group. A full member adds the IP membership on the bound

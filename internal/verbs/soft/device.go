@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // devicePrefix names a software device after its netdev: sw-lo, sw-eth0.
@@ -71,7 +71,7 @@ const liveNetdevs = ""
 // netdevInfo is what the software backend needs to know of a netdev: its
 // kind, MTU and whether it can carry traffic.
 type netdevInfo struct {
-	kind ipoib.NetdevKind
+	kind infiniband.NetdevKind
 	mtu  int
 	// operState is the operational state as sysfs operstate names it
 	// ("up", "unknown" for lo, "down", "lowerlayerdown", ...); "" when it
@@ -83,19 +83,19 @@ type netdevInfo struct {
 // kernel over rtnetlink, for the network namespace the process runs in
 // (sysfs may show another one: a plain `unshare -n` keeps the host's
 // /sys). With any other root it reads the fake sysfs tree there through
-// ipoib (tests). Where neither answers it falls back to what the
+// internal/infiniband (tests). Where neither answers it falls back to what the
 // interface list says: the MTU, and loopback or Ethernet by the flags.
 func lookupNetdev(root string, ifi *net.Interface) netdevInfo {
 	if root == liveNetdevs {
 		if n, err := netlinkNetdev(ifi.Index); err == nil {
 			return n
 		}
-	} else if n, err := ipoib.LookupNetdev(root, ifi.Name); err == nil {
+	} else if n, err := infiniband.LookupNetdev(root, ifi.Name); err == nil {
 		return netdevInfo{kind: n.Kind, mtu: n.MTU, operState: n.OperState}
 	}
-	k := ipoib.NetdevEthernet
+	k := infiniband.NetdevEthernet
 	if ifi.Flags&net.FlagLoopback != 0 {
-		k = ipoib.NetdevLoopback
+		k = infiniband.NetdevLoopback
 	}
 	return netdevInfo{kind: k, mtu: ifi.MTU}
 }
@@ -122,7 +122,7 @@ func portAttr(ifi *net.Interface) verbs.PortAttr {
 	return verbs.PortAttr{
 		Port:      portNum,
 		State:     st,
-		ActiveMTU: verbs.MTUFromNetdev(info.mtu),
+		ActiveMTU: infiniband.RoCEMTU(info.mtu),
 		MaxMTU:    maxMTU,
 		LinkLayer: verbs.LinkLayerEthernet,
 		Netdev:    ifi.Name,
@@ -145,7 +145,7 @@ func gidTable(ifi *net.Interface) []verbs.GIDEntry {
 		}
 		gids = append(gids, verbs.GIDEntry{
 			Index:  len(gids),
-			GID:    verbs.GIDFromIP(ipn.IP),
+			GID:    infiniband.GIDFromNetIP(ipn.IP),
 			Type:   verbs.GIDTypeRoCEv2,
 			Netdev: ifi.Name,
 		})
@@ -247,14 +247,14 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 		return nil, noDevice("netdev %s is down", ifi.Name)
 	}
 	info := lookupNetdev(root, ifi)
-	if info.kind == ipoib.NetdevIPoIB {
+	if info.kind == infiniband.NetdevIPoIB {
 		return nil, noDevice("netdev %s is IPoIB: the software backend sends RoCE v2 (UDP/IP on Ethernet), which has no place on an InfiniBand link; use the rdma-core backend there", ifi.Name)
 	}
 	if why := info.unusable(); why != "" {
 		return nil, noDevice("netdev %s is up but cannot carry traffic (%s)", ifi.Name, why)
 	}
 	gids := gidTable(ifi)
-	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: verbs.MTUFromNetdev(info.mtu), loopbak: info.kind == ipoib.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
+	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: infiniband.RoCEMTU(info.mtu), loopbak: info.kind == infiniband.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
 	for _, g := range gids {
 		gip, _ := g.GID.IP()
 		if v4 := gip.To4(); v4 != nil && (ip == nil || v4.Equal(ip)) {

@@ -6,7 +6,7 @@
 // # Devices
 //
 // Every netdev is a device "sw-<netdev>" with one port: ACTIVE while the
-// netdev is up, Ethernet link layer, active MTU verbs.MTUFromNetdev of the
+// netdev is up, Ethernet link layer, active MTU infiniband.RoCEMTU of the
 // netdev's (lo: 4096, 1500: 1024), and a GID table of the netdev's
 // addresses as RoCE v2 GIDs. The netdev's kind, MTU and operational state
 // come from rtnetlink, for the network namespace the process is in (never

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -107,10 +108,10 @@ func TestJoinErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "not a multicast")
 	_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("ff02::1234")}, verbs.JoinOptions{})
 	assert.ErrorIs(t, err, verbs.ErrNotSupported)
-	ibMGID, _ := verbs.ParseGID("ff12:401b:ffff::e001:203")
+	ibMGID, _ := infiniband.ParseGID("ff12:401b:ffff::e001:203")
 	_, err = id.Join(ctx, verbs.Group{MGID: ibMGID}, verbs.JoinOptions{})
 	assert.ErrorIs(t, err, verbs.ErrNotSupported)
-	mgid, _ := verbs.ParseGID("::ffff:239.2.2.2")
+	mgid, _ := infiniband.ParseGID("::ffff:239.2.2.2")
 	m, err := id.Join(ctx, verbs.Group{MGID: mgid}, verbs.JoinOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, mgid, m.AH.DGID)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 // fakeNetdev writes /sys/class/net/<name> under root with the given files.
@@ -32,7 +32,7 @@ func loopback(t *testing.T) *net.Interface {
 }
 
 // The netdev's kind, MTU and state come from the kernel (rtnetlink) for
-// the live system, and from a sysfs tree (ipoib) for the fake ones the
+// the live system, and from a sysfs tree (internal/infiniband) for the fake ones the
 // tests give the real lo, so that they run anywhere.
 func TestResolveThroughSysfs(t *testing.T) {
 	lo := loopback(t)
@@ -44,9 +44,9 @@ func TestResolveThroughSysfs(t *testing.T) {
 	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
 	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
 	assert.True(t, r.loopbak)
-	assert.Equal(t, verbs.MTUFromNetdev(lo.MTU), r.mtu)
+	assert.Equal(t, infiniband.RoCEMTU(lo.MTU), r.mtu)
 	info := lookupNetdev(liveNetdevs, lo)
-	assert.Equal(t, netdevInfo{kind: ipoib.NetdevLoopback, mtu: lo.MTU, operState: "unknown"}, info)
+	assert.Equal(t, netdevInfo{kind: infiniband.NetdevLoopback, mtu: lo.MTU, operState: "unknown"}, info)
 
 	// The MTU is the fake sysfs's.
 	root := t.TempDir()
@@ -65,7 +65,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 		assert.ErrorContains(t, err, "is IPoIB")
 		assert.ErrorContains(t, err, "rdma-core")
 	}
-	assert.Equal(t, ipoib.NetdevIPoIB, lookupNetdev(root, lo).kind)
+	assert.Equal(t, infiniband.NetdevIPoIB, lookupNetdev(root, lo).kind)
 
 	// Up but without carrier: refused.
 	for _, st := range []string{"down", "lowerlayerdown", "notpresent"} {
@@ -85,7 +85,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 	// No sysfs at all (some containers): the interface list's MTU and
 	// flags.
 	info = lookupNetdev(filepath.Join(t.TempDir(), "nosys"), lo)
-	assert.Equal(t, ipoib.NetdevLoopback, info.kind)
+	assert.Equal(t, infiniband.NetdevLoopback, info.kind)
 	assert.Equal(t, lo.MTU, info.mtu)
 	assert.Empty(t, info.unusable())
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/go-rdma/rdmanet/ipoib"
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 )
 
 // netlinkNetdev asks the kernel (rtnetlink RTM_GETLINK, as
@@ -80,14 +80,14 @@ func operStateName(s uint8) string {
 }
 
 // kindOfARPHRD is the netdev kind of an ARPHRD_* link type.
-func kindOfARPHRD(t uint16) ipoib.NetdevKind {
+func kindOfARPHRD(t uint16) infiniband.NetdevKind {
 	switch t {
 	case syscall.ARPHRD_ETHER:
-		return ipoib.NetdevEthernet
+		return infiniband.NetdevEthernet
 	case syscall.ARPHRD_INFINIBAND:
-		return ipoib.NetdevIPoIB
+		return infiniband.NetdevIPoIB
 	case syscall.ARPHRD_LOOPBACK:
-		return ipoib.NetdevLoopback
+		return infiniband.NetdevLoopback
 	}
-	return ipoib.NetdevOther
+	return infiniband.NetdevOther
 }

@@ -3,8 +3,8 @@ package soft
 import (
 	"net"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/ipoib"
 )
 
 func init() { verbs.Register(Provider{}) }
@@ -30,7 +30,7 @@ func (Provider) Devices() ([]verbs.DeviceAttr, error) {
 	}
 	devs := make([]verbs.DeviceAttr, 0, len(ifs))
 	for i := range ifs {
-		if lookupNetdev(liveNetdevs, &ifs[i]).kind == ipoib.NetdevIPoIB {
+		if lookupNetdev(liveNetdevs, &ifs[i]).kind == infiniband.NetdevIPoIB {
 			continue
 		}
 		devs = append(devs, deviceAttr(&ifs[i]))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -85,7 +86,7 @@ func TestUnicastAndGRH(t *testing.T) {
 	q := b.qp.QPN()
 	wantIP := net.IPv4(127, byte(q>>16), byte(q>>8), byte(q)).To4()
 	assert.Equal(t, wantIP, b.id.Local().IP.To4())
-	assert.Equal(t, verbs.GIDFromIP(wantIP), b.id.Local().GID)
+	assert.Equal(t, infiniband.GIDFromNetIP(wantIP), b.id.Local().GID)
 
 	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)

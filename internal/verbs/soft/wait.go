@@ -50,6 +50,7 @@ func (w *sendWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 }
 
 func (w *sendWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
+func (w *sendWaiter) Wake()                         { w.w.Wake() }
 
 // Close unblocks the wait; the eventfd stays until the QP's destroy.
 func (w *sendWaiter) Close() error { w.w.Stop(); return nil }
@@ -116,6 +117,7 @@ func (w *recvWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 }
 
 func (w *recvWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
+func (w *recvWaiter) Wake()                         { w.w.Wake() }
 
 // Close stops the kicks and unblocks the wait; the fds stay until the
 // QP's destroy.

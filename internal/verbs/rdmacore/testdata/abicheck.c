@@ -253,6 +253,10 @@ int main(void)
 	FIELD(struct rn_rdma_cm_join_mc_attr_ex, struct rdma_cm_join_mc_attr_ex, join_flags);
 	FIELD(struct rn_rdma_cm_join_mc_attr_ex, struct rdma_cm_join_mc_attr_ex, addr);
 
+	SIZE(struct rn_ibv_async_event, struct ibv_async_event);
+	FIELD(struct rn_ibv_async_event, struct ibv_async_event, element);
+	FIELD(struct rn_ibv_async_event, struct ibv_async_event, event_type);
+
 	SIZE(struct rn_sockaddr_ib, struct sockaddr_ib);
 	FIELD(struct rn_sockaddr_ib, struct sockaddr_ib, sib_family);
 	FIELD(struct rn_sockaddr_ib, struct sockaddr_ib, sib_pkey);
@@ -262,7 +266,21 @@ int main(void)
 	CONST(RN_AF_IB, AF_IB);
 	CONST(RN_IBV_QPT_UD, IBV_QPT_UD);
 	CONST(RN_IBV_QPS_RESET, IBV_QPS_RESET);
+	CONST(RN_IBV_QPS_INIT, IBV_QPS_INIT);
+	CONST(RN_IBV_QPS_RTR, IBV_QPS_RTR);
 	CONST(RN_IBV_QPS_RTS, IBV_QPS_RTS);
+	CONST(RN_IBV_QPS_ERR, IBV_QPS_ERR);
+	CONST(RN_IBV_QP_PKEY_INDEX, IBV_QP_PKEY_INDEX);
+	CONST(RN_IBV_QP_PORT, IBV_QP_PORT);
+	CONST(RN_IBV_QP_SQ_PSN, IBV_QP_SQ_PSN);
+	CONST(RN_IBV_EVENT_CQ_ERR, IBV_EVENT_CQ_ERR);
+	CONST(RN_IBV_EVENT_QP_FATAL, IBV_EVENT_QP_FATAL);
+	CONST(RN_IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_REQ_ERR);
+	CONST(RN_IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_ACCESS_ERR);
+	CONST(RN_IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ACTIVE);
+	CONST(RN_IBV_EVENT_PORT_ERR, IBV_EVENT_PORT_ERR);
+	CONST(RN_IBV_EVENT_GID_CHANGE, IBV_EVENT_GID_CHANGE);
+	CONST(RN_IBV_EVENT_DEVICE_FATAL, IBV_EVENT_DEVICE_FATAL);
 	CONST(RN_IBV_QP_STATE, IBV_QP_STATE);
 	CONST(RN_IBV_QP_QKEY, IBV_QP_QKEY);
 	CONST(RN_IBV_QP_INIT_ATTR_PD, IBV_QP_INIT_ATTR_PD);

@@ -61,10 +61,10 @@ func TestDiscoverDevices(t *testing.T) {
 	assert.Equal(t, LinkLayerEthernet, roce.LinkLayer)
 	assert.Equal(t, 4096, roce.ActiveMTU, "iboe_get_mtu(9000)")
 	want := []GIDEntry{
-		{0, mustGID(t, "fe80::9a03:9bff:fe12:3456"), GIDTypeRoCEv1, "eth2"},
-		{1, mustGID(t, "fe80::9a03:9bff:fe12:3456"), GIDTypeRoCEv2, "eth2"},
-		{2, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv1, "eth2"},
-		{3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"},
+		{Index: 0, GID: mustGID(t, "fe80::9a03:9bff:fe12:3456"), Type: GIDTypeRoCEv1, Netdev: "eth2"},
+		{Index: 1, GID: mustGID(t, "fe80::9a03:9bff:fe12:3456"), Type: GIDTypeRoCEv2, Netdev: "eth2"},
+		{Index: 2, GID: mustGID(t, "::ffff:192.168.10.5"), Type: GIDTypeRoCEv1, Netdev: "eth2"},
+		{Index: 3, GID: mustGID(t, "::ffff:192.168.10.5"), Type: GIDTypeRoCEv2, Netdev: "eth2"},
 	}
 	assert.Equal(t, want, roce.GIDs)
 
@@ -87,7 +87,7 @@ func TestDiscoverRXEAsMeasured(t *testing.T) {
 	assert.Equal(t, LinkLayerEthernet, p.LinkLayer)
 	assert.Equal(t, 1024, p.ActiveMTU)
 	require.Len(t, p.GIDs, 2)
-	assert.Equal(t, GIDEntry{1, mustGID(t, "::ffff:10.99.0.1"), GIDTypeRoCEv2, "veth0"}, p.GIDs[1])
+	assert.Equal(t, GIDEntry{Index: 1, GID: mustGID(t, "::ffff:10.99.0.1"), Type: GIDTypeRoCEv2, Netdev: "veth0"}, p.GIDs[1])
 	assert.Equal(t, []string{"veth0"}, p.Netdevs)
 }
 
@@ -145,11 +145,11 @@ func TestInterfaceFor(t *testing.T) {
 	s := fabric(t)
 	b, err := s.InterfaceFor("ib0.8001")
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_0", 1, 0, mustGID(t, "fe80::2:c903:a1:b2c1"), GIDTypeIB, "ib0.8001"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_0", Port: 1, GIDIndex: 0, GID: mustGID(t, "fe80::2:c903:a1:b2c1"), GIDType: GIDTypeIB, Netdev: "ib0.8001"}, b)
 
 	b, err = s.InterfaceFor("eth2")
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_1", 1, 3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_1", Port: 1, GIDIndex: 3, GID: mustGID(t, "::ffff:192.168.10.5"), GIDType: GIDTypeRoCEv2, Netdev: "eth2"}, b)
 
 	b, err = s.InterfaceFor("veth0")
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestPortForIP(t *testing.T) {
 	}
 	b, err := s.PortForIP(netip.MustParseAddr("192.168.10.5"))
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_1", 1, 3, mustGID(t, "::ffff:192.168.10.5"), GIDTypeRoCEv2, "eth2"}, b, "the RoCE v2 entry wins over v1")
+	assert.Equal(t, Binding{Device: "mlx5_1", Port: 1, GIDIndex: 3, GID: mustGID(t, "::ffff:192.168.10.5"), GIDType: GIDTypeRoCEv2, Netdev: "eth2"}, b, "the RoCE v2 entry wins over v1")
 
 	b, err = s.PortForIP(netip.MustParseAddr("10.99.0.1"))
 	require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestPortForIP(t *testing.T) {
 
 	b, err = s.PortForIP(netip.MustParseAddr("10.80.1.7"))
 	require.NoError(t, err)
-	assert.Equal(t, Binding{"mlx5_0", 1, 0, mustGID(t, "fe80::2:c903:a1:b2c1"), GIDTypeIB, "ib0.8001"}, b)
+	assert.Equal(t, Binding{Device: "mlx5_0", Port: 1, GIDIndex: 0, GID: mustGID(t, "fe80::2:c903:a1:b2c1"), GIDType: GIDTypeIB, Netdev: "ib0.8001"}, b)
 
 	_, err = s.PortForIP(netip.MustParseAddr("127.0.0.1"))
 	assert.ErrorIs(t, err, ErrNoRDMA)

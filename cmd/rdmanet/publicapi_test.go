@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// The commands and the examples are the first users of the public API:
+// what they need, a library user needs too. No package under cmd/ or
+// examples/ imports the module's internal/ packages, in its code or its
+// tests (`go list` of their direct imports).
+func TestCommandsUseOnlyThePublicAPI(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Skip("needs the source tree and the go command (go test in the repository; not in the rxe VM)")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goCmd, "list", "-e", "-f",
+		`{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`,
+		"./cmd/...", "./examples/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const internal = "github.com/go-rdma/rdmanet/internal/"
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n++
+		seen := map[string]bool{}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, internal) && !seen[imp] {
+				seen[imp] = true
+				t.Errorf("%s imports %s: export what it needs from rdmanet or ipoib instead", f[0], imp)
+			}
+		}
+	}
+	if n < 2 {
+		t.Errorf("go list found %d packages under cmd/ and examples/, want at least 2:\n%s", n, out)
+	}
+}

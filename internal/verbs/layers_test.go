@@ -1,0 +1,44 @@
+package verbs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// The model and its providers sit below the public packages: nothing
+// under internal/ depends on ipoib or rdmanet (the vocabulary they share
+// is internal/infiniband), in code or tests (`go list -deps -test`).
+func TestModelDependsOnNoPublicPackage(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Skip("needs the source tree and the go command (go test in the repository; not in the rxe VM)")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goCmd, "list", "-e", "-deps", "-test", "-f", "{{.ImportPath}}", "./internal/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 5 {
+		t.Fatalf("go list -deps ./internal/... found %d packages, want more:\n%s", len(deps), out)
+	}
+	for _, p := range deps {
+		p, _, _ = strings.Cut(p, " ") // "pkg [pkg.test]"
+		switch p {
+		case "github.com/go-rdma/rdmanet/ipoib", "github.com/go-rdma/rdmanet/rdmanet":
+			t.Errorf("internal/ depends on %s, a package that exists for users", p)
+		}
+	}
+}

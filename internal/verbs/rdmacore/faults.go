@@ -1,0 +1,89 @@
+//go:build cgo
+
+package rdmacore
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+var _ verbs.QPResetter = (*qp)(nil)
+
+// Ready reports whether the QP is in RTS.
+func (q *qp) Ready() (bool, error) {
+	if err := q.check("ibv_query_qp"); err != nil {
+		return false, err
+	}
+	q.d.mu.Lock()
+	defer q.d.mu.Unlock()
+	if q.d.qp != q || q.d.cm.qp == nil {
+		return false, fmt.Errorf("ibv_query_qp: %w", verbs.ErrClosed)
+	}
+	var state C.int
+	var qkey C.uint32_t
+	if e := C.rn_query_qp_state(q.d.cm.qp, &state, &qkey); e != 0 {
+		return false, fmt.Errorf("ibv_query_qp: %w", unix.Errno(e))
+	}
+	return state == C.RN_IBV_QPS_RTS, nil
+}
+
+// Reset takes the QP back to RTS through RESET (rn_reset_qp). No post may
+// run meanwhile: it holds the send lock and the MR table exclusively,
+// which every post holds shared.
+func (q *qp) Reset() error {
+	if err := q.check("ibv_modify_qp"); err != nil {
+		return err
+	}
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.mrMu.Lock()
+	defer q.mrMu.Unlock()
+	q.d.mu.Lock()
+	defer q.d.mu.Unlock()
+	if q.d.qp != q || q.d.cm.qp == nil {
+		return fmt.Errorf("ibv_modify_qp: %w", verbs.ErrClosed)
+	}
+	pa, err := queryPort(q.d.cm.verbs, q.d.local.Device, q.d.local.Port)
+	if err != nil {
+		return err
+	}
+	if pa.State != verbs.PortActive {
+		return fmt.Errorf("ibv_modify_qp QP %#x: %s port %d is %v: %w", q.qpn, q.d.local.Device, q.d.local.Port, pa.State, verbs.ErrPortDown)
+	}
+	if e := C.rn_reset_qp(q.d.cm.qp, C.int(q.d.local.Port)); e != 0 {
+		return fmt.Errorf("ibv_modify_qp QP %#x to RTS through RESET: %w", q.qpn, unix.Errno(e))
+	}
+	return nil
+}
+
+var (
+	_ verbs.DeviceCounter = (*qp)(nil)
+	_ verbs.DropCounter   = (*qp)(nil)
+)
+
+// DeviceCounts returns how much each of the port's hw_counters grew since
+// the QP was created: the device's counts, shared by every QP on the port.
+func (q *qp) DeviceCounts() map[string]uint64 {
+	now := readHWCounters(q.d.local.Device, q.d.local.Port)
+	if now == nil {
+		return nil
+	}
+	return counterDeltas(q.hw0, now)
+}
+
+// DropCounts reports the port's receive-overflow estimate (counters.go)
+// under DeviceOverflow.
+func (q *qp) DropCounts() map[string]uint64 {
+	if n, ok := deviceDrops(q.DeviceCounts()); ok {
+		return map[string]uint64{DeviceOverflow: n}
+	}
+	return nil
+}

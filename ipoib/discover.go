@@ -1,0 +1,54 @@
+package ipoib
+
+import "github.com/go-rdma/rdmanet/internal/infiniband"
+
+// Port is one port of an RDMA device: its state, physical state, link
+// layer, active MTU (derived, see MTUFrom), GID table, non-zero P_Keys
+// and the netdevs on it.
+type Port = infiniband.Port
+
+// Device is an RDMA device as sysfs shows it: name, node type, node GUID,
+// whether its transport can do UD multicast (Multicast), and its ports.
+type Device = infiniband.Device
+
+// Netdev is a network interface and the RDMA port under it, if any: name,
+// index, kind, MTU, operational state, the device and port under it and,
+// for IPoIB, the link and broadcast addresses, P_Key, parent and mode.
+type Netdev = infiniband.Netdev
+
+// System is what Discover found: the RDMA devices and the network
+// interfaces, sorted by name. Its methods Device, Netdev and Port look
+// them up by name; InterfaceFor and PortForIP answer "which device, port
+// and GID index do I use for ib0 / for 192.168.10.5".
+type System = infiniband.System
+
+// Binding is where traffic for an interface or IP address goes in RDMA
+// terms: a device, a port and the GID table entry to send from.
+type Binding = infiniband.Binding
+
+// ErrNoRDMA is returned (wrapped) when an interface or address has no RDMA
+// port under it.
+var ErrNoRDMA = infiniband.ErrNoRDMA
+
+// Discover reads the RDMA devices and network interfaces from the sysfs
+// under root ("/" for the running system; a directory holding a fake
+// sys/class tree for tests). A missing /sys/class/infiniband means no RDMA
+// devices, not an error.
+func Discover(root string) (*System, error) { return infiniband.Discover(root) }
+
+// LookupGID finds gid in the GID table of a device's port under root,
+// reading the table only as far as it must: on an Ethernet port the first
+// RoCE v2 entry with that GID, else the first entry of any type; on
+// InfiniBand the first. GID tables have hundreds of slots, mostly empty
+// (rxe has 1024), and each is a file: Discover reads them all, while the
+// entry a bound address uses is usually among the first. ok is false when
+// the table has no such GID; an error means the port's directory could
+// not be read.
+func LookupGID(root, device string, port int, gid GID) (e GIDEntry, ok bool, err error) {
+	return infiniband.LookupGID(root, device, port, gid)
+}
+
+// LookupNetdev reads one network interface from the sysfs under root,
+// without the RDMA side: Device and Port are left empty (Discover fills
+// them). It fails when the interface does not exist.
+func LookupNetdev(root, name string) (Netdev, error) { return infiniband.LookupNetdev(root, name) }
