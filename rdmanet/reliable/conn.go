@@ -1,0 +1,364 @@
+package reliable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// Conn is a reliable multicast conn over an *rdmanet.Conn, as a
+// net.PacketConn: every message each sender writes to the group is read by
+// every member exactly once and in that sender's order, or reported lost
+// with a *LossError.
+//
+// Reads are serialized among themselves, and so are writes. A conn does
+// not read its own messages.
+type Conn struct {
+	conn     *rdmanet.Conn
+	cfg      Config
+	group    rdmanet.Addr // the group's MGID form, for WriteBatch
+	groupArg net.Addr     // the group as given, to compare writes with
+	local    rdmanet.Addr
+	session  uint32
+	mtu      int // datagram size of the underlying conn
+	frag     int // payload bytes per datagram
+
+	snd sender
+	rcv receiver
+
+	stats counters
+
+	readMu     sync.Mutex
+	readTimer  *time.Timer
+	readDL     atomic.Int64 // unix nanos, 0: none
+	writeDL    atomic.Int64
+	closing    atomic.Bool
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+	kick       chan struct{} // wakes the timer loop
+	wg         sync.WaitGroup
+	dropHook   func(b []byte) bool // tests: drop a received datagram when true
+	epochStart time.Time
+}
+
+var _ net.PacketConn = (*Conn)(nil)
+
+// Listen joins the group with an *rdmanet.Conn of lc (nil: the zero
+// ListenConfig) and returns a reliable conn on it, in the shape of
+// rdmanet.ListenMulticast.
+func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config) (*Conn, error) {
+	if lc == nil {
+		lc = &rdmanet.ListenConfig{}
+	}
+	// Own multicast is filtered by the session anyway; keeping it off
+	// saves a receive per datagram sent.
+	l := *lc
+	l.DisableLoopback = true
+	c, err := l.ListenMulticast(ctx, network, ifi, group)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := New(c, group, cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return rc, nil
+}
+
+// New runs a reliable conn over c, which must have joined group. The
+// reliable conn owns c from then on: Close closes it, and nothing else may
+// read from it.
+func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
+	ga, err := c.GroupAddr(group)
+	if err != nil {
+		return nil, err
+	}
+	mtu := c.MTU()
+	if err := cfg.setDefaults(mtu); err != nil {
+		return nil, err
+	}
+	var sb [4]byte
+	if _, err := rand.Read(sb[:]); err != nil {
+		return nil, err
+	}
+	rc := &Conn{
+		conn:       c,
+		cfg:        cfg,
+		group:      ga,
+		groupArg:   group,
+		local:      *c.LocalAddr().(*rdmanet.Addr),
+		session:    binary.BigEndian.Uint32(sb[:]),
+		mtu:        mtu,
+		frag:       mtu - headerLen,
+		closed:     make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		epochStart: time.Now(),
+		readTimer:  time.NewTimer(time.Hour),
+	}
+	rc.readTimer.Stop()
+	rc.snd.init(rc)
+	rc.rcv.init(rc)
+	rc.wg.Add(2)
+	go rc.receiveLoop()
+	go rc.timerLoop()
+	return rc, nil
+}
+
+// now is the conn's monotonic clock in nanoseconds.
+func (c *Conn) now() int64 { return int64(time.Since(c.epochStart)) }
+
+// MaxMessage returns the longest message a write may carry.
+func (c *Conn) MaxMessage() int { return c.cfg.MaxMessage }
+
+// Session returns the conn's session: a random number that, with its QP,
+// names it as a sender.
+func (c *Conn) Session() uint32 { return c.session }
+
+// Conn returns the underlying conn, for its Stats and Backend. Do not read
+// from it or close it.
+func (c *Conn) Conn() *rdmanet.Conn { return c.conn }
+
+// LocalAddr returns the conn's own address: its GID and QPN.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline for reads, including one blocked now.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.closing.Load() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.readDL.Store(unixNanos(t))
+	c.rcv.wake()
+	return nil
+}
+
+// SetWriteDeadline sets the deadline for writes, which wait only with
+// FlowMin or for a send slot of the underlying conn.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.closing.Load() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.writeDL.Store(unixNanos(t))
+	c.snd.wake()
+	return c.conn.SetWriteDeadline(t)
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func (c *Conn) opError(op string, addr net.Addr, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &net.OpError{Op: op, Net: "rdma", Source: c.conn.LocalAddr(), Addr: addr, Err: err}
+}
+
+// ReadFrom reads the next message of any sender into b and returns its
+// length and sender (an *rdmanet.Addr; the same pointer for every message
+// of that sender: do not change it). A message longer than b is truncated,
+// as with UDP. Where messages of a sender were lost, ReadFrom returns
+// once, at their place in its stream, n = 0, the sender, and a
+// *net.OpError wrapping a *LossError; reading goes on after it.
+func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	for {
+		n, from, loss, ok := c.rcv.next(b)
+		if ok {
+			if loss != nil {
+				return 0, from, c.opError("read", from, loss)
+			}
+			return n, from, nil
+		}
+		if c.closing.Load() {
+			return 0, nil, c.opError("read", nil, net.ErrClosed)
+		}
+		var timeout <-chan time.Time
+		if dl := c.readDL.Load(); dl != 0 {
+			d := time.Duration(dl - time.Now().UnixNano())
+			if d <= 0 {
+				return 0, nil, c.opError("read", nil, os.ErrDeadlineExceeded)
+			}
+			c.readTimer.Reset(d)
+			timeout = c.readTimer.C
+		}
+		select {
+		case <-c.rcv.notify:
+		case <-c.closed:
+		case <-timeout:
+		}
+		if timeout != nil {
+			c.readTimer.Stop()
+		}
+	}
+}
+
+// WriteTo writes b as one message to the group: addr must be the group
+// (as given to Listen or New, or its *rdmanet.Addr) or nil. Messages up to
+// MaxMessage bytes are cut into datagrams as needed.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if addr != nil && addr != c.groupArg {
+		ga, err := c.conn.GroupAddr(addr)
+		if err != nil || ga != c.group {
+			return 0, c.opError("write", addr, ErrWriteAddr)
+		}
+	}
+	if c.closing.Load() {
+		return 0, c.opError("write", addr, net.ErrClosed)
+	}
+	if len(b) > c.cfg.MaxMessage {
+		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)
+	}
+	if err := c.snd.write(b); err != nil {
+		return 0, c.opError("write", addr, err)
+	}
+	return len(b), nil
+}
+
+// Close stops writes, keeps serving repairs for up to Config.Linger until
+// every live receiver reports it holds all this conn sent, then leaves the
+// group and frees everything. It is idempotent.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		c.snd.linger()
+		close(c.closed)
+		c.closeErr = c.conn.Close()
+		c.wg.Wait()
+		c.readTimer.Stop()
+	})
+	return c.closeErr
+}
+
+// receiveLoop reads the underlying conn and runs the protocol: data into
+// the receive windows, NAKs and status into the sender.
+func (c *Conn) receiveLoop() {
+	defer c.wg.Done()
+	var h header
+	for {
+		d, err := c.conn.ReadLend()
+		if err != nil {
+			if c.closing.Load() {
+				return
+			}
+			select {
+			case <-c.closed:
+				return
+			default:
+			}
+			continue
+		}
+		c.handle(d.Payload, d.From, &h)
+		d.Release()
+	}
+}
+
+func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
+	if c.dropHook != nil && c.dropHook(b) {
+		return
+	}
+	p, err := decode(b, h)
+	if err != nil {
+		c.stats.malformed.Add(1)
+		return
+	}
+	if h.session == c.session && from == c.local {
+		return // our own
+	}
+	switch h.kind {
+	case kindData:
+		c.rcv.data(from, h, b)
+	case kindHeartbeat:
+		c.rcv.heartbeat(from, h, p)
+	case kindLost:
+		c.rcv.lost(from, h)
+	case kindNAK:
+		target, count := parseNAK(p)
+		if target != c.session {
+			c.stats.foreign.Add(1)
+			return
+		}
+		c.stats.naksReceived.Add(1)
+		c.snd.nak(from, h, count)
+	case kindStatus:
+		if parseStatus(p) != c.session {
+			c.stats.foreign.Add(1)
+			return
+		}
+		c.snd.status(from, h)
+	}
+}
+
+// spinBelow: waits shorter than this are spun (yielding) rather than left
+// to a runtime timer, which sleeps at least about a millisecond when the
+// process is idle.
+const spinBelow = int64(time.Millisecond)
+
+// timerLoop runs NAK timers, heartbeats, status reports and timeouts.
+func (c *Conn) timerLoop() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		now := c.now()
+		next := c.rcv.tick(now)
+		if n := c.snd.tick(now); n < next {
+			next = n
+		}
+		d := next - c.now()
+		if d <= 0 {
+			continue
+		}
+		if d < spinBelow && c.rcv.nakPending() {
+			for c.now() < next {
+				select {
+				case <-c.closed:
+					return
+				case <-c.kick:
+				default:
+					runtime.Gosched()
+					continue
+				}
+				break
+			}
+			continue
+		}
+		t.Reset(time.Duration(d))
+		select {
+		case <-c.closed:
+			return
+		case <-c.kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// kickTimers wakes the timer loop to look at its deadlines again.
+func (c *Conn) kickTimers() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}

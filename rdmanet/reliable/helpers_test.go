@@ -1,0 +1,110 @@
+package reliable
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests run on the software backend over loopback unless
+// RDMANET_TEST_DEVICE names a device (the rxe VM sets it): then they run on
+// rdma-core bound to RDMANET_TEST_ADDR, and a missing device fails them.
+var (
+	testDevice = os.Getenv("RDMANET_TEST_DEVICE")
+	testAddr   = os.Getenv("RDMANET_TEST_ADDR")
+)
+
+func testListenConfig() *rdmanet.ListenConfig {
+	if testDevice != "" {
+		return &rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.ParseIP(testAddr), Device: testDevice}
+	}
+	return &rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+}
+
+var groupSeq atomic.Uint32
+
+func newGroup() *net.UDPAddr {
+	n := groupSeq.Add(1) + uint32(os.Getpid()%200)*256
+	return &net.UDPAddr{IP: net.IPv4(239, 78, byte(n>>8), byte(n)), Port: 4791}
+}
+
+func listen(t testing.TB, group *net.UDPAddr, cfg Config) *Conn {
+	t.Helper()
+	c, err := Listen(context.Background(), testListenConfig(), "rdma", nil, group, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	if testDevice != "" {
+		require.Equal(t, testDevice, c.Conn().Backend().Device)
+	}
+	return c
+}
+
+// payload fills b with a pattern of message i, so a reader checks both
+// which message it got and that its bytes are intact.
+func payload(b []byte, i uint64) []byte {
+	for k := 0; k+8 <= len(b); k += 8 {
+		binary.LittleEndian.PutUint64(b[k:], i*1000003+uint64(k))
+	}
+	if len(b) >= 8 {
+		binary.LittleEndian.PutUint64(b, i)
+	}
+	return b
+}
+
+// checkMessage returns the number of message b, checking its bytes.
+func checkMessage(b []byte, size int) (uint64, error) {
+	if len(b) != size {
+		return 0, fmt.Errorf("got %d bytes, want %d", len(b), size)
+	}
+	if size < 8 {
+		return 0, nil
+	}
+	i := binary.LittleEndian.Uint64(b)
+	for k := 8; k+8 <= len(b); k += 8 {
+		if got, want := binary.LittleEndian.Uint64(b[k:]), i*1000003+uint64(k); got != want {
+			return i, fmt.Errorf("message %d: byte %d: got %#x, want %#x", i, k, got, want)
+		}
+	}
+	return i, nil
+}
+
+// readAll reads count messages of size from c and checks they are 0,1,2...
+// in order, each once; it returns the loss reports seen.
+func readAll(c *Conn, count int, size int, timeout time.Duration) (losses uint64, err error) {
+	buf := make([]byte, c.MaxMessage()+1)
+	want := uint64(0)
+	for want < uint64(count) {
+		c.SetReadDeadline(time.Now().Add(timeout))
+		n, _, err := c.ReadFrom(buf)
+		var le *LossError
+		if errors.As(err, &le) {
+			losses += le.Messages
+			want += le.Messages
+			continue
+		}
+		if err != nil {
+			return losses, fmt.Errorf("after message %d of %d: %w", want, count, err)
+		}
+		i, err := checkMessage(buf[:n], size)
+		if err != nil {
+			return losses, err
+		}
+		if size < 8 {
+			i = want // too short to carry its number
+		}
+		if i != want {
+			return losses, fmt.Errorf("got message %d, want %d", i, want)
+		}
+		want++
+	}
+	return losses, nil
+}
