@@ -56,6 +56,10 @@ var _ net.PacketConn = (*Conn)(nil)
 // ListenConfig) and returns a reliable conn on it, in the shape of
 // rdmanet.ListenMulticast.
 func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config) (*Conn, error) {
+	return listen(ctx, lc, network, ifi, group, cfg, nil)
+}
+
+func listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config, drop func([]byte) bool) (*Conn, error) {
 	if lc == nil {
 		lc = &rdmanet.ListenConfig{}
 	}
@@ -67,7 +71,7 @@ func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *
 	if err != nil {
 		return nil, err
 	}
-	rc, err := New(c, group, cfg)
+	rc, err := newConn(c, group, cfg, drop)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -79,6 +83,12 @@ func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *
 // reliable conn owns c from then on: Close closes it, and nothing else may
 // read from it.
 func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
+	return newConn(c, group, cfg, nil)
+}
+
+// newConn is New with a test hook: drop, when not nil, sees every datagram
+// received and drops it by returning true.
+func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool) (*Conn, error) {
 	ga, err := c.GroupAddr(group)
 	if err != nil {
 		return nil, err
@@ -104,6 +114,7 @@ func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
 		kick:       make(chan struct{}, 1),
 		epochStart: time.Now(),
 		readTimer:  time.NewTimer(time.Hour),
+		dropHook:   drop,
 	}
 	rc.readTimer.Stop()
 	rc.snd.init(rc)
@@ -302,24 +313,31 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
 		c.stats.naksReceived.Add(1)
 		c.snd.nak(from, h, count)
 	case kindStatus:
-		if parseStatus(p) != c.session {
+		target, limit := parseStatus(p)
+		if target != c.session {
 			c.stats.foreign.Add(1)
 			return
 		}
-		c.snd.status(from, h)
+		c.snd.status(from, h, limit)
 	}
 }
 
-// spinBelow: waits shorter than this are spun (yielding) rather than left
-// to a runtime timer, which sleeps at least about a millisecond when the
-// process is idle.
-const spinBelow = int64(time.Millisecond)
+// spinBelow: NAK delays shorter than this are waited for by spinning
+// rather than by a runtime timer, which sleeps at least about a
+// millisecond when the process is idle (the netpoller's epoll_wait takes
+// milliseconds). The spin does not yield: a goroutine that yields in a
+// loop keeps the run queue from ever being empty, and then the scheduler
+// stops polling the network, which delays every wakeup, the repairs the
+// NAK asks for included. With GOMAXPROCS 1 there is no other processor to
+// keep polling, and the timer loop sleeps instead.
+const spinBelow = int64(200 * time.Microsecond)
 
 // timerLoop runs NAK timers, heartbeats, status reports and timeouts.
 func (c *Conn) timerLoop() {
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	spin := runtime.GOMAXPROCS(0) > 1
 	for {
 		now := c.now()
 		next := c.rcv.tick(now)
@@ -330,14 +348,13 @@ func (c *Conn) timerLoop() {
 		if d <= 0 {
 			continue
 		}
-		if d < spinBelow && c.rcv.nakPending() {
+		if d < spinBelow && spin && c.rcv.nakPending() {
 			for c.now() < next {
 				select {
 				case <-c.closed:
 					return
 				case <-c.kick:
 				default:
-					runtime.Gosched()
 					continue
 				}
 				break

@@ -11,8 +11,8 @@ import (
 // receiver once, in order, intact.
 func TestDeliverySizes(t *testing.T) {
 	group := newGroup()
-	rx := []*Conn{listen(t, group, Config{}), listen(t, group, Config{})}
-	tx := listen(t, group, Config{})
+	rx := []*Conn{listenT(t, group, Config{}), listenT(t, group, Config{})}
+	tx := listenT(t, group, Config{})
 	time.Sleep(20 * time.Millisecond)
 	sizes := []int{0, 1, 100, tx.mtu - headerLen, tx.mtu - headerLen + 1, 3 * tx.frag, 16 << 10, 64 << 10}
 	for _, size := range sizes {

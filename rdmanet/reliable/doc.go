@@ -54,8 +54,8 @@
 // gives up on them: the next ReadFrom at that place in the sender's
 // stream returns n = 0, the sender, and a *net.OpError wrapping a
 // *LossError that says how many messages were lost; the one after goes on
-// reading. Stats.LossesReported and MessagesLost count them. Complete
-// messages received behind the gap are counted in the loss too.
+// reading. Stats.LossesReported and MessagesLost count them. Messages
+// received whole behind a lost one are delivered after the report.
 //
 // # Flow control
 //
@@ -98,7 +98,8 @@
 //	3 NAK        first missing seq; payload: 4 bytes the sender's
 //	             session, 4 bytes how many datagrams (unicast to the sender)
 //	4 status     first seq the receiver is missing; payload: 4 bytes the
-//	             sender's session (unicast to the sender)
+//	             sender's session, 8 bytes one past the last seq it has
+//	             room for (unicast to the sender)
 //	5 lost       where the window starts (seq, msg) as in a heartbeat; no
 //	             payload (unicast to the receiver whose NAK it answers)
 //

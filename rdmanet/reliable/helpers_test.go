@@ -37,9 +37,16 @@ func newGroup() *net.UDPAddr {
 	return &net.UDPAddr{IP: net.IPv4(239, 78, byte(n>>8), byte(n)), Port: 4791}
 }
 
-func listen(t testing.TB, group *net.UDPAddr, cfg Config) *Conn {
+func listenT(t testing.TB, group *net.UDPAddr, cfg Config) *Conn {
 	t.Helper()
-	c, err := Listen(context.Background(), testListenConfig(), "rdma", nil, group, cfg)
+	return listenDrop(t, group, cfg, nil)
+}
+
+// listenDrop listens with a drop hook: datagrams it returns true for are
+// dropped on receipt, as if lost on the wire.
+func listenDrop(t testing.TB, group *net.UDPAddr, cfg Config, drop func([]byte) bool) *Conn {
+	t.Helper()
+	c, err := listen(context.Background(), testListenConfig(), "rdma", nil, group, cfg, drop)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	if testDevice != "" {

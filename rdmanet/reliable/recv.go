@@ -44,7 +44,8 @@ type peer struct {
 
 	heard    int64
 	nakDue   int64 // when to NAK the gaps; 0: none pending
-	nakAt    int64 // when the last NAK was sent, for the RTT; 0: none
+	nakAt    int64  // when the first try of a NAK round was sent, for the RTT; 0: none
+	nakSeq   uint64 // the first seq it asked for
 	nakTries int
 	srtt     int64
 
@@ -63,7 +64,7 @@ type receiver struct {
 
 	pending  int // peers with nakDue != 0
 	ctrl     [1]rdmanet.Message
-	ctrlBuf  [headerLen + nakPayload]byte
+	ctrlBuf  [headerLen + statusPayload]byte
 	lastTick int64
 	rng      *rand.Rand
 }
@@ -141,6 +142,9 @@ func (r *receiver) start(p *peer, seq, msg uint64, now int64) {
 	}
 	p.next, p.contig, p.high, p.nextMsg = seq, seq, seq, msg
 	p.placed = true
+	// Tell the sender at once that this receiver exists (FlowMin and
+	// Close wait for the receivers they know).
+	r.sendStatus(p, now)
 }
 
 func (p *peer) valid(seq uint64) bool {
@@ -194,8 +198,11 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
 	i := seq % rw
 	copy(p.ring[int(i)*c.mtu:], b)
 	p.lens[i], p.seqs[i] = int32(len(b)), seq
-	if h.flags&flagRepair != 0 && p.nakAt != 0 {
-		sample := now - p.nakAt
+	if h.flags&flagRepair != 0 && p.nakAt != 0 && seq == p.nakSeq {
+		// One sample per round: the time from its first try to the
+		// repair of the first datagram it asked for (retries included,
+		// so a slow path reads as slow, not as lost repairs).
+		sample := max(now-p.nakAt, int64(minRTT))
 		p.srtt += (sample - p.srtt) / 8
 		p.nakAt = 0
 	}
@@ -204,7 +211,6 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
 		r.sendStatus(p, now)
 	}
 }
-
 
 // heartbeat takes a sender's position: what it sent up to, and where its
 // window starts.
@@ -266,11 +272,22 @@ func (r *receiver) settle(p *peer, now int64) {
 		p.contig++
 	}
 	for p.skipTo > p.contig && !p.headComplete(mtu) {
-		if !p.joining && p.skipMsg > p.nextMsg {
-			p.lost += p.skipMsg - p.nextMsg
+		// The gap at contig cannot be repaired: resume at the first
+		// message held after it, or where the window starts.
+		to, msg := p.skipTo, p.skipMsg
+		for seq, end := p.contig+1, min(p.skipTo, p.next+uint64(len(p.seqs))); seq < end; seq++ {
+			if p.valid(seq) {
+				if d := p.slot(seq, mtu); binary.BigEndian.Uint16(d[2:]) == 0 {
+					to, msg = seq, binary.BigEndian.Uint64(d[20:])
+					break
+				}
+			}
+		}
+		if !p.joining && msg > p.nextMsg {
+			p.lost += msg - p.nextMsg
 		}
 		p.joining = false
-		p.next, p.nextMsg = p.skipTo, p.skipMsg
+		p.next, p.nextMsg = to, msg
 		if p.contig < p.next {
 			p.contig = p.next
 		}
@@ -305,12 +322,19 @@ func (r *receiver) pop() *peer {
 	return p
 }
 
+// Bounds of the round-trip estimate and the NAK retry timeout.
+const (
+	minRTT = 5 * time.Microsecond
+	minRTO = 50 * time.Microsecond
+	maxRTO = 10 * time.Millisecond
+)
+
 // backoff is the upper bound of the random delay before a first NAK.
 func (r *receiver) backoff(p *peer) int64 {
 	if d := r.c.cfg.NAKDelay; d > 0 {
 		return int64(d)
 	}
-	return min(max(p.srtt, int64(5*time.Microsecond)), int64(10*time.Millisecond))
+	return min(max(p.srtt, int64(minRTT)), int64(maxRTO))
 }
 
 // schedule arms the peer's NAK timer, after a random delay (RFC 5401):
@@ -335,6 +359,7 @@ func (r *receiver) schedule(p *peer, now int64, immediate bool) {
 func (r *receiver) sendNAKs(p *peer, now int64) {
 	end := min(p.high, p.next+uint64(len(p.seqs)))
 	runs := 0
+	first := uint64(0)
 	for seq := p.contig; seq < end && runs < 8; {
 		if p.valid(seq) {
 			seq++
@@ -345,6 +370,9 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 			seq++
 		}
 		r.sendNAK(p, start, seq-start)
+		if runs == 0 {
+			first = start
+		}
 		runs++
 	}
 	if runs == 0 {
@@ -352,11 +380,13 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 		r.pending--
 		return
 	}
-	p.nakAt = now
+	if p.nakTries == 0 || p.nakAt == 0 {
+		p.nakAt, p.nakSeq = now, first
+	}
 	p.nakTries++
 	rto := 2*p.srtt + r.backoff(p)
 	rto <<= min(p.nakTries-1, 8)
-	rto = min(max(rto, int64(20*time.Microsecond)), int64(10*time.Millisecond))
+	rto = min(max(rto, int64(minRTO)), int64(maxRTO))
 	p.nakDue = now + rto
 }
 
@@ -375,7 +405,7 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 	c := r.c
 	h := header{kind: kindStatus, session: c.session, seq: p.contig}
 	putHeader(r.ctrlBuf[:], &h)
-	putStatus(r.ctrlBuf[headerLen:], p.key.session)
+	putStatus(r.ctrlBuf[headerLen:], p.key.session, p.next+uint64(len(p.seqs)))
 	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+statusPayload], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.statusSent.Add(1)

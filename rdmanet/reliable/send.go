@@ -44,6 +44,7 @@ type sender struct {
 // receiverState is what a sender knows of a receiver from its status.
 type receiverState struct {
 	pos   uint64 // first sequence it is missing
+	limit uint64 // one past the last sequence it has room for
 	heard int64
 }
 
@@ -139,8 +140,8 @@ func (s *sender) waitWindow(nfrag uint64) error {
 		}
 	}()
 	for {
-		min, ok := s.slowest(c.now())
-		if !ok || s.next+nfrag <= min+s.w {
+		lim, ok := s.slowest(c.now())
+		if !ok || s.next+nfrag <= lim {
 			return nil
 		}
 		if !counted {
@@ -177,20 +178,24 @@ func (s *sender) waitWindow(nfrag uint64) error {
 	}
 }
 
-// slowest returns the lowest position among live receivers.
+// slowest returns how far the sender may write: one past the last
+// sequence that every live receiver can still be repaired (its position
+// plus the window) and has room for.
 func (s *sender) slowest(now int64) (uint64, bool) {
-	var min uint64
+	var lim uint64
 	ok := false
 	for _, r := range s.receivers {
 		if now-r.heard > int64(s.c.cfg.ReceiverTimeout) {
 			continue
 		}
-		if !ok || r.pos < min {
-			min, ok = r.pos, true
+		end := min(r.pos+s.w, r.limit)
+		if !ok || end < lim {
+			lim, ok = end, true
 		}
 	}
-	return min, ok
+	return lim, ok
 }
+
 
 // low returns the first sequence in the window that starts a message, and
 // that message's number; (next, nextMsg) when the window is empty.
@@ -218,7 +223,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := c.now()
-	s.touch(from, h.session, now, 0, false)
+	s.touch(from, h.session, now, 0, 0, false)
 	start, end := h.seq, h.seq+min(uint64(count), s.w)
 	if end > s.next {
 		end = s.next
@@ -271,7 +276,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32) {
 }
 
 // touch records that a receiver was heard; with pos, where it is.
-func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos uint64, hasPos bool) {
+func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos, limit uint64, hasPos bool) {
 	key := peerKey{addr: from, session: session}
 	r := s.receivers[key]
 	if r == nil {
@@ -282,15 +287,15 @@ func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos uint64,
 		s.receivers[key] = r
 	}
 	r.heard = now
-	if hasPos && pos > r.pos {
-		r.pos = pos
+	if hasPos {
+		r.pos, r.limit = max(r.pos, pos), max(r.limit, limit)
 	}
 }
 
 // status records a receiver's position.
-func (s *sender) status(from rdmanet.Addr, h *header) {
+func (s *sender) status(from rdmanet.Addr, h *header, limit uint64) {
 	s.mu.Lock()
-	s.touch(from, h.session, s.c.now(), h.seq, true)
+	s.touch(from, h.session, s.c.now(), h.seq, limit, true)
 	s.mu.Unlock()
 	s.wake()
 }
@@ -317,18 +322,22 @@ func (s *sender) tick(now int64) int64 {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Heartbeats start with the first write; with FlowMin at once, so
+	// that receivers learn of the sender (and report their status to
+	// it) before it writes.
 	next := now + int64(c.cfg.HeartbeatMax)
-	if s.next > 0 {
-		if now-s.lastSend >= s.hbEvery {
-			s.heartbeat(false)
-			s.lastSend = now
-			if s.hbEvery *= 2; s.hbEvery > int64(c.cfg.HeartbeatMax) {
-				s.hbEvery = int64(c.cfg.HeartbeatMax)
-			}
+	if s.next == 0 && c.cfg.FlowControl != FlowMin {
+		return next
+	}
+	if now-s.lastSend >= s.hbEvery {
+		s.heartbeat(false)
+		s.lastSend = now
+		if s.hbEvery *= 2; s.hbEvery > int64(c.cfg.HeartbeatMax) {
+			s.hbEvery = int64(c.cfg.HeartbeatMax)
 		}
-		if t := s.lastSend + s.hbEvery; t < next {
-			next = t
-		}
+	}
+	if t := s.lastSend + s.hbEvery; t < next {
+		next = t
 	}
 	if now-s.lastSweep > int64(c.cfg.ReceiverTimeout) {
 		s.lastSweep = now

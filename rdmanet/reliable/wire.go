@@ -13,7 +13,7 @@ const (
 
 	hbPayload     = 16 // heartbeat: low seq, low msg
 	nakPayload    = 8  // NAK: target session, count
-	statusPayload = 4  // status: target session
+	statusPayload = 12 // status: target session, limit
 )
 
 // kind is a datagram's type: the low nibble of byte 0.
@@ -158,6 +158,13 @@ func parseNAK(p []byte) (target uint32, count uint32) {
 	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])
 }
 
-func putStatus(p []byte, target uint32) { binary.BigEndian.PutUint32(p, target) }
+// status payload: the session of the sender, and one past the last seq
+// the receiver has room for.
+func putStatus(p []byte, target uint32, limit uint64) {
+	binary.BigEndian.PutUint32(p, target)
+	binary.BigEndian.PutUint64(p[4:], limit)
+}
 
-func parseStatus(p []byte) (target uint32) { return binary.BigEndian.Uint32(p) }
+func parseStatus(p []byte) (target uint32, limit uint64) {
+	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:])
+}
