@@ -43,7 +43,7 @@ type peer struct {
 	flowMin            bool
 
 	heard    int64
-	nakDue   int64 // when to NAK the gaps; 0: none pending
+	nakDue   int64  // when to NAK the gaps; 0: none pending
 	nakAt    int64  // when the first try of a NAK round was sent, for the RTT; 0: none
 	nakSeq   uint64 // the first seq it asked for
 	nakTries int

@@ -196,7 +196,6 @@ func (s *sender) slowest(now int64) (uint64, bool) {
 	return lim, ok
 }
 
-
 // low returns the first sequence in the window that starts a message, and
 // that message's number; (next, nextMsg) when the window is empty.
 func (s *sender) low() (uint64, uint64) {
