@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"net"
 	"os"
 	"runtime"
@@ -270,7 +271,7 @@ func (c *Conn) receiveLoop() {
 	for {
 		d, err := c.conn.ReadLend()
 		if err != nil {
-			if c.closing.Load() {
+			if c.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			select {

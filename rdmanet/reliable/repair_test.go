@@ -82,8 +82,9 @@ func TestRepairGaps(t *testing.T) {
 	require.NotZero(t, st.NAKsReceived)
 }
 
-// What leaves the window before a receiver got it is reported once, with
-// the exact count, and the messages after it are still delivered.
+// What leaves the window before a receiver got it is reported, each
+// message once and at its place, and the messages after it are still
+// delivered. (A run that leaves the window in parts is reported in parts.)
 func TestLossReported(t *testing.T) {
 	group := newGroup()
 	const count = 1000
@@ -104,8 +105,7 @@ func TestLossReported(t *testing.T) {
 		var le *LossError
 		if errors.As(err, &le) {
 			reports++
-			require.Equal(t, uint64(100), want, "loss reported at the place of the lost messages")
-			require.Equal(t, uint64(200), le.Messages)
+			require.True(t, want >= 100 && want+le.Messages <= 300, "loss of %d reported at %d, not at the lost messages 100..299", le.Messages, want)
 			require.Equal(t, tx.local, le.From)
 			require.Equal(t, tx.session, le.Session)
 			require.Equal(t, tx.LocalAddr().String(), from.String())
@@ -118,9 +118,8 @@ func TestLossReported(t *testing.T) {
 		require.Equal(t, want, i)
 		want++
 	}
-	require.Equal(t, 1, reports)
 	st := r.Stats()
-	require.Equal(t, uint64(1), st.LossesReported)
+	require.Equal(t, uint64(reports), st.LossesReported)
 	require.Equal(t, uint64(200), st.MessagesLost)
 	require.Equal(t, uint64(800), st.MessagesReceived)
 }
