@@ -58,8 +58,9 @@ type Config struct {
 	// timed (default 50 µs).
 	InitialRTT time.Duration
 	// RepairLinger: after a datagram is repaired, further NAKs for it
-	// within this time are not answered (default 20 µs): the repair is
-	// on its way to everyone who missed it.
+	// within two of the asking receiver's round trips, and at least this long
+	// (default 20 µs), are not answered: the repair is on its way to
+	// everyone who missed it.
 	RepairLinger time.Duration
 	// UnicastRepair sends repairs to the receiver that asked instead of
 	// to the group. The default, multicast repair, serves every receiver

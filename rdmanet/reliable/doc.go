@@ -37,8 +37,9 @@
 // one receiver asked for reaches every receiver that missed the same
 // datagrams, and their NAK timers, finding nothing missing when they fire,
 // send nothing (suppression; Stats.NAKsSent counts what was sent). The
-// sender also ignores NAKs for a datagram it repaired less than
-// RepairLinger ago (Stats.RepairsSuppressed). A NAK not answered is sent
+// sender also ignores NAKs for a datagram it repaired less than the asking
+// receiver's round trip ago (at least RepairLinger): they were sent before
+// that repair could arrive (Stats.RepairsSuppressed). A NAK not answered is sent
 // again after twice the round trip plus the back-off, doubling each time,
 // up to 10 ms. The round trip is measured from a NAK to the first repair
 // that answers it (Stats.RTT).
@@ -96,7 +97,8 @@
 //	             payload: 8 bytes first seq in the window that starts a
 //	             message, 8 bytes that message's msg (multicast)
 //	3 NAK        first missing seq; payload: 4 bytes the sender's
-//	             session, 4 bytes how many datagrams (unicast to the sender)
+//	             session, 4 bytes how many datagrams, 4 bytes the
+//	             receiver's smoothed RTT in ns (unicast to the sender)
 //	4 status     first seq the receiver is missing; payload: 4 bytes the
 //	             sender's session, 8 bytes one past the last seq it has
 //	             room for (unicast to the sender)

@@ -394,7 +394,7 @@ func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 	c := r.c
 	h := header{kind: kindNAK, session: c.session, seq: seq}
 	putHeader(r.ctrlBuf[:], &h)
-	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count))
+	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count), uint32(min(p.srtt, int64(maxRTO))))
 	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+nakPayload], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.naksSent.Add(1)

@@ -215,9 +215,13 @@ func (s *sender) low() (uint64, uint64) {
 
 // nak answers a receiver's NAK for count datagrams from h.seq: what is in
 // the window is resent, to the group (or to the receiver), unless it was
-// repaired within RepairLinger; what left the window is answered with a
-// "lost" datagram naming where the window starts.
-func (s *sender) nak(from rdmanet.Addr, h *header, count uint32) {
+// repaired less than two round trips ago (the receiver's, from the NAK,
+// and at least RepairLinger): that repair is still on its way to everyone
+// who missed the datagram, so NAKs sent before it arrived are not answered
+// again, while a retry (sent no sooner than two round trips plus the
+// back-off after a first NAK) is. What left the window is answered with a "lost" datagram naming
+// where the window starts.
+func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,7 +257,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32) {
 		}
 		k = 0
 	}
-	linger := int64(c.cfg.RepairLinger)
+	linger := min(max(2*rtt, int64(c.cfg.RepairLinger)), int64(maxRTO))
 	for seq := start; seq < end; seq++ {
 		i := seq % s.w
 		if s.seqs[i] != seq || s.lens[i] == 0 {

@@ -12,7 +12,7 @@ const (
 	headerLen = 28
 
 	hbPayload     = 16 // heartbeat: low seq, low msg
-	nakPayload    = 8  // NAK: target session, count
+	nakPayload    = 12 // NAK: target session, count, RTT
 	statusPayload = 12 // status: target session, limit
 )
 
@@ -147,15 +147,17 @@ func parseHeartbeat(p []byte) (lowSeq, lowMsg uint64) {
 	return binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
 }
 
-// NAK payload: the session of the sender asked, and how many datagrams
-// from the header's seq.
-func putNAK(p []byte, target uint32, count uint32) {
+// NAK payload: the session of the sender asked, how many datagrams from
+// the header's seq, and the receiver's smoothed round trip in nanoseconds
+// (the sender holds off repeating a repair for that long).
+func putNAK(p []byte, target, count, rttNanos uint32) {
 	binary.BigEndian.PutUint32(p, target)
 	binary.BigEndian.PutUint32(p[4:], count)
+	binary.BigEndian.PutUint32(p[8:], rttNanos)
 }
 
-func parseNAK(p []byte) (target uint32, count uint32) {
-	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])
+func parseNAK(p []byte) (target, count, rttNanos uint32) {
+	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
 }
 
 // status payload: the session of the sender, and one past the last seq
