@@ -32,21 +32,30 @@
 // to HeartbeatMax) announces more than it has: tail loss. It waits a
 // random time up to one smoothed round trip (RFC 5401's back-off; 5 µs to
 // 10 ms, starting at InitialRTT) and then sends the sender a NAK by
-// unicast UD for each missing run. The sender resends those datagrams
-// from its window of Window datagrams, to the group by default: a repair
-// one receiver asked for reaches every receiver that missed the same
-// datagrams, and their NAK timers, finding nothing missing when they fire,
-// send nothing (suppression; Stats.NAKsSent counts what was sent). The
-// sender also ignores NAKs for a datagram it repaired less than the asking
-// receiver's round trip ago (at least RepairLinger): they were sent before
-// that repair could arrive (Stats.RepairsSuppressed). A NAK not answered is sent
-// again after twice the round trip plus the back-off, doubling each time,
-// up to 10 ms. The round trip is measured from a NAK to the first repair
-// that answers it (Stats.RTT).
+// unicast UD for each missing run (at most 8 a round). The sender resends
+// those datagrams from its window of Window datagrams, to the group by
+// default (UnicastRepair: to the receiver that asked).
+//
+// NAK suppression works at both ends. A multicast repair one receiver
+// asked for reaches every receiver that missed the same datagrams, and
+// their NAK timers, finding nothing missing when they fire, send nothing
+// (Stats.NAKsSent counts what was sent). NAKs sent before the repair
+// could arrive still reach the sender: it ignores NAKs for a datagram it
+// repaired less than two of the asking receiver's round trips ago (each
+// NAK carries the receiver's RTT; at least RepairLinger), counted in
+// Stats.RepairsSuppressed. A NAK not answered is sent again after twice
+// the round trip plus the back-off, doubling each time, up to 10 ms; a
+// retry is never suppressed. The round trip is measured from the first
+// NAK of a round to the repair of the first datagram it asked for
+// (Stats.RTT).
+//
+// Runtime timers sleep about a millisecond at least when the process is
+// idle, so NAK delays under 500 µs are slept on the timer goroutine's own
+// thread (locked, with a 1 µs timer slack), in steps of 50 µs.
 //
 // Through rdmanet's public API a repair is one copy of the window's slot
 // into the conn's registered send memory (or an inline post), as a first
-// send is.
+// send is: the window itself is ordinary Go memory, not registered.
 //
 // # Loss
 //
