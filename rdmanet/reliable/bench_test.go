@@ -23,6 +23,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 func BenchmarkThroughput(b *testing.B) {
@@ -30,6 +32,116 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("plain/%dB", size), func(b *testing.B) { benchPlainThroughput(b, size) })
 		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableThroughput(b, size) })
 	}
+}
+
+// BenchmarkThroughputBatch: as BenchmarkThroughput, with WriteBatch of 64
+// messages on both; the plain receiver reads with ReadBatch, the reliable
+// one with ReadFrom (the reliable conn reads batches internally, one
+// datagram per completion poll of rdmanet's).
+func BenchmarkThroughputBatch(b *testing.B) {
+	for _, size := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("plain/%dB", size), func(b *testing.B) { benchPlainBatch(b, size) })
+		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableBatch(b, size) })
+	}
+}
+
+const batchLen = 64
+
+func benchPlainBatch(b *testing.B, size int) {
+	group := newGroup()
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	rx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Close()
+	ga, err := tx.GroupAddr(group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := (b.N + batchLen - 1) / batchLen * batchLen
+	got := make(chan int, 1)
+	go func() {
+		ms := make([]rdmanet.Message, batchLen)
+		for i := range ms {
+			ms[i].Buffer = make([]byte, rx.MTU())
+		}
+		n := 0
+		for n < total {
+			rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			k, err := rx.ReadBatch(ms)
+			if err != nil {
+				break
+			}
+			n += k
+		}
+		got <- n
+	}()
+	ms := make([]rdmanet.Message, batchLen)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: ga}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < total; i += batchLen {
+		if _, err := tx.WriteBatch(ms); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := <-got
+	el := time.Since(start)
+	if n < total {
+		el -= 200 * time.Millisecond
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(total-n)/float64(total)*100, "drop%")
+}
+
+func benchReliableBatch(b *testing.B, size int) {
+	group := newGroup()
+	rx := listenT(b, group, Config{})
+	tx := listenT(b, group, Config{FlowControl: FlowMin})
+	time.Sleep(20 * time.Millisecond)
+	total := (b.N + batchLen - 1) / batchLen * batchLen
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, size)
+		for n := 0; n < total; n++ {
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, _, err := rx.ReadFrom(buf); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	ms := make([][]byte, batchLen)
+	for i := range ms {
+		ms[i] = make([]byte, size)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < total; i += batchLen {
+		if _, err := tx.WriteBatch(ms); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(total)/el.Seconds(), "msgs/s")
+	b.ReportMetric(0, "drop%")
 }
 
 func benchPlainThroughput(b *testing.B, size int) {

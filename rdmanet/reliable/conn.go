@@ -241,10 +241,28 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if len(b) > c.cfg.MaxMessage {
 		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)
 	}
-	if err := c.snd.write(b); err != nil {
+	one := [1][]byte{b}
+	if _, err := c.snd.write(one[:]); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil
+}
+
+// WriteBatch writes each of ms as one message to the group, posting as
+// many datagrams at a time as it can (up to 64, or a largest message's
+// fragments). It returns how many messages were sent; on an error, the
+// ones before it were.
+func (c *Conn) WriteBatch(ms [][]byte) (int, error) {
+	if c.closing.Load() {
+		return 0, c.opError("write", nil, net.ErrClosed)
+	}
+	for _, b := range ms {
+		if len(b) > c.cfg.MaxMessage {
+			return 0, c.opError("write", nil, rdmanet.ErrMessageTooLong)
+		}
+	}
+	n, err := c.snd.write(ms)
+	return n, c.opError("write", nil, err)
 }
 
 // Close stops writes, keeps serving repairs for up to Config.Linger until

@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,4 +35,45 @@ func TestDeliverySizes(t *testing.T) {
 		// the next size starts its numbering afresh: drain nothing, but
 		// renumber by writing from 0 again
 	}
+}
+
+// WriteBatch sends many messages, fragmented ones among them, in few
+// posts; receivers get each once, in order.
+func TestWriteBatch(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{FlowControl: FlowMin})
+	time.Sleep(20 * time.Millisecond)
+	const count = 2000
+	sizes := []int{64, tx.frag * 2, 9, 20000}
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, tx.MaxMessage())
+		for i := uint64(0); i < count; i++ {
+			r.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _, err := r.ReadFrom(buf)
+			if err == nil {
+				var got uint64
+				if got, err = checkMessage(buf[:n], sizes[i%4]); err == nil && sizes[i%4] >= 8 && got != i {
+					err = fmt.Errorf("got message %d, want %d", got, i)
+				}
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	batch := make([][]byte, 100)
+	for i := uint64(0); i < count; i += 100 {
+		for k := range batch {
+			batch[k] = payload(make([]byte, sizes[(i+uint64(k))%4]), i+uint64(k))
+		}
+		n, err := tx.WriteBatch(batch)
+		require.NoError(t, err)
+		require.Equal(t, len(batch), n)
+	}
+	require.NoError(t, <-errc)
+	require.Equal(t, uint64(count), tx.Stats().MessagesSent)
 }

@@ -62,7 +62,8 @@ type receiver struct {
 	rLen   int
 	notify chan struct{}
 
-	pending  int // peers with nakDue != 0
+	last     *peer // the peer of the last datagram: most are from the same sender
+	pending  int   // peers with nakDue != 0
 	ctrl     [1]rdmanet.Message
 	ctrlBuf  [headerLen + statusPayload]byte
 	lastTick int64
@@ -109,8 +110,13 @@ func (r *receiver) maxRTT() time.Duration {
 // and there is room.
 func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
 	key := peerKey{addr: from, session: session}
+	if p := r.last; p != nil && p.key == key {
+		p.heard = now
+		return p
+	}
 	if p := r.peers[key]; p != nil {
 		p.heard = now
+		r.last = p
 		return p
 	}
 	c := r.c
@@ -499,6 +505,9 @@ func (r *receiver) tick(now int64) int64 {
 				r.pending--
 			}
 			delete(r.peers, k)
+			if r.last == p {
+				r.last = nil
+			}
 			if gone {
 				c.stats.sendersTimedOut.Add(1)
 			}

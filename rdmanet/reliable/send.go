@@ -84,47 +84,72 @@ func (s *sender) flags() uint8 {
 	return 0
 }
 
-// write cuts b into datagrams, keeps them in the window and sends them.
-func (s *sender) write(b []byte) error {
+// write cuts each message into datagrams, keeps them in the window and
+// sends them, as many datagrams a post as s.msgs holds. It returns how
+// many messages were sent.
+func (s *sender) write(ms [][]byte) (int, error) {
 	c := s.c
-	nfrag := (len(b) + c.frag - 1) / c.frag
-	if nfrag == 0 {
-		nfrag = 1
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.cfg.FlowControl == FlowMin {
-		if err := s.waitWindow(uint64(nfrag)); err != nil {
+	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
+	staged := 0     // messages staged
+	flush := func() error {
+		if k == 0 {
+			return nil
+		}
+		sent, err := c.conn.WriteBatch(s.msgs[:k])
+		c.stats.datagramsSent.Add(uint64(sent))
+		k = 0
+		if err != nil {
 			return err
 		}
+		done += staged
+		staged = 0
+		return nil
 	}
-	h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
-	for i := 0; i < nfrag; i++ {
-		seq := s.next + uint64(i)
-		d := s.slot(seq)
-		h.frag, h.seq = uint16(i), seq
-		putHeader(d, &h)
-		chunk := b[i*c.frag:]
-		if len(chunk) > c.frag {
-			chunk = chunk[:c.frag]
+	for _, b := range ms {
+		nfrag := max((len(b)+c.frag-1)/c.frag, 1)
+		if k+nfrag > len(s.msgs) {
+			if err := flush(); err != nil {
+				return done, err
+			}
 		}
-		n := headerLen + copy(d[headerLen:], chunk)
-		k := int(seq % s.w)
-		s.lens[k], s.seqs[k], s.repairT[k] = n, seq, 0
-		s.msgs[i] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
+		if c.cfg.FlowControl == FlowMin {
+			if lim, ok := s.slowest(c.now()); ok && s.next+uint64(nfrag) > lim {
+				// Waiting unlocks s.mu, and repairs use s.msgs.
+				if err := flush(); err != nil {
+					return done, err
+				}
+				if err := s.waitWindow(uint64(nfrag)); err != nil {
+					return done, err
+				}
+			}
+		}
+		h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
+		for i := 0; i < nfrag; i++ {
+			seq := s.next + uint64(i)
+			d := s.slot(seq)
+			h.frag, h.seq = uint16(i), seq
+			putHeader(d, &h)
+			chunk := b[i*c.frag:]
+			if len(chunk) > c.frag {
+				chunk = chunk[:c.frag]
+			}
+			n := headerLen + copy(d[headerLen:], chunk)
+			w := int(seq % s.w)
+			s.lens[w], s.seqs[w], s.repairT[w] = n, seq, 0
+			s.msgs[k] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
+			k++
+		}
+		s.next += uint64(nfrag)
+		s.nextMsg++
+		staged++
+		c.stats.messagesSent.Add(1)
+		c.stats.bytesSent.Add(uint64(len(b)))
 	}
-	s.next += uint64(nfrag)
-	s.nextMsg++
 	s.lastSend = c.now()
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
-	sent, err := c.conn.WriteBatch(s.msgs[:nfrag])
-	c.stats.datagramsSent.Add(uint64(sent))
-	if err != nil {
-		return err
-	}
-	c.stats.messagesSent.Add(1)
-	c.stats.bytesSent.Add(uint64(len(b)))
-	return nil
+	return done, flush()
 }
 
 // waitWindow waits, with s.mu held on entry and return, while writing
