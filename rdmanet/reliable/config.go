@@ -79,11 +79,12 @@ type Config struct {
 	// FlowControl is FlowMax (default) or FlowMin.
 	FlowControl FlowControl
 	// StatusInterval is how often a receiver reports its position to each
-	// sender (default 1 ms); with FlowMin it also reports each quarter of
+	// sender (default 1 ms); with FlowMin also whenever its position, or
+	// its room (read position plus RecvWindow), moved on by a quarter of
 	// RecvWindow.
 	StatusInterval time.Duration
 	// ReceiverTimeout: a receiver whose status is not heard for this long
-	// no longer holds back a FlowMin sender or Close (default 100 ms).
+	// no longer holds back a FlowMin sender or Close (default 500 ms).
 	ReceiverTimeout time.Duration
 
 	// Linger bounds how long Close keeps serving repairs, until every
@@ -120,7 +121,7 @@ func (c *Config) setDefaults(mtu int) error {
 	def(&c.HeartbeatMax, 100*time.Millisecond)
 	def(&c.SenderTimeout, time.Second)
 	def(&c.StatusInterval, time.Millisecond)
-	def(&c.ReceiverTimeout, 100*time.Millisecond)
+	def(&c.ReceiverTimeout, 500*time.Millisecond)
 	def(&c.Linger, 50*time.Millisecond)
 	if mtu <= headerLen {
 		return fmt.Errorf("reliable: MTU %d leaves no room after the %d-byte header", mtu, headerLen)

@@ -280,13 +280,27 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
+// recvBatch is how many datagrams the receive loop takes from the
+// rdmanet conn at a time (one completion-queue poll for the batch).
+const recvBatch = 32
+
 // receiveLoop reads the underlying conn and runs the protocol: data into
 // the receive windows, NAKs and status into the sender.
 func (c *Conn) receiveLoop() {
 	defer c.wg.Done()
 	var h header
+	ms := make([]rdmanet.Message, recvBatch)
+	buf := make([]byte, recvBatch*c.mtu)
+	for i := range ms {
+		ms[i].Buffer = buf[i*c.mtu : (i+1)*c.mtu]
+	}
 	for {
-		d, err := c.conn.ReadLend()
+		n, err := c.conn.ReadBatch(ms)
+		for i := range ms[:n] {
+			if !ms[i].Truncated {
+				c.handle(ms[i].Buffer[:ms[i].N], ms[i].Addr, &h)
+			}
+		}
 		if err != nil {
 			if c.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -296,10 +310,7 @@ func (c *Conn) receiveLoop() {
 				return
 			default:
 			}
-			continue
 		}
-		c.handle(d.Payload, d.From, &h)
-		d.Release()
 	}
 }
 

@@ -73,9 +73,9 @@
 // than a window behind is told what it lost. FlowMin: a write waits,
 // bounded by the write deadline, while it would overwrite a datagram that
 // the slowest live receiver (one whose status was heard within
-// ReceiverTimeout) does not have. Receivers report their position to each
-// sender every StatusInterval, and with FlowMin each quarter of
-// RecvWindow.
+// ReceiverTimeout) does not have or has no room for. Receivers report
+// their position and room to each sender every StatusInterval, and with
+// FlowMin whenever either moved on by a quarter of RecvWindow.
 //
 // # Membership
 //

@@ -49,7 +49,8 @@ type peer struct {
 	nakTries int
 	srtt     int64
 
-	statusPos uint64
+	statusPos uint64 // contig, as last reported
+	statusLim uint64 // next + RecvWindow, as last reported
 	statusAt  int64
 }
 
@@ -213,9 +214,7 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
 		p.nakAt = 0
 	}
 	r.settle(p, now)
-	if p.flowMin && p.contig-p.statusPos >= rw/4 {
-		r.sendStatus(p, now)
-	}
+	r.statusDue(p, now)
 }
 
 // heartbeat takes a sender's position: what it sent up to, and where its
@@ -407,6 +406,15 @@ func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 	}
 }
 
+// statusDue reports to a FlowMin sender once its position or its room
+// moved on by a quarter of RecvWindow: the sender may be waiting for it.
+func (r *receiver) statusDue(p *peer, now int64) {
+	q := uint64(len(p.seqs)) / 4
+	if p.flowMin && (p.contig-p.statusPos >= q || p.next+uint64(len(p.seqs))-p.statusLim >= q) {
+		r.sendStatus(p, now)
+	}
+}
+
 func (r *receiver) sendStatus(p *peer, now int64) {
 	c := r.c
 	h := header{kind: kindStatus, session: c.session, seq: p.contig}
@@ -416,7 +424,7 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.statusSent.Add(1)
 	}
-	p.statusPos, p.statusAt = p.contig, now
+	p.statusPos, p.statusLim, p.statusAt = p.contig, p.next+uint64(len(p.seqs)), now
 }
 
 // next hands out the next message (or loss report) of the peers in turn.
@@ -446,7 +454,9 @@ func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, o
 		}
 		c.stats.messagesReceived.Add(1)
 		c.stats.bytesReceived.Add(uint64(n))
-		r.settle(p, c.now())
+		now := c.now()
+		r.settle(p, now)
+		r.statusDue(p, now)
 		return n, p.addr, nil, true
 	}
 	return 0, nil, nil, false
