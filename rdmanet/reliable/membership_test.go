@@ -218,3 +218,26 @@ func TestTruncated(t *testing.T) {
 	require.Equal(t, 5000, n)
 	require.Equal(t, uint64(1), r.Stats().Truncated)
 }
+
+// A FlowMin receiver reports the room reading makes at once, not at its
+// next periodic status: with StatusInterval 1 s, 2000 messages through a
+// 64-datagram receive window still take well under a second.
+func TestFlowMinStatusOnRead(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 64, StatusInterval: time.Second})
+	tx := listenT(t, group, Config{FlowControl: FlowMin, Window: 64})
+	time.Sleep(20 * time.Millisecond)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := readAll(r, 2000, 64, 5*time.Second)
+		errc <- err
+	}()
+	start := time.Now()
+	tx.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	writeN(t, tx, group, 0, 2000, 64)
+	require.NoError(t, <-errc)
+	took := time.Since(start)
+	t.Logf("2000 messages in %v, %d flow-control waits", took, tx.Stats().FlowControlWaits)
+	require.Less(t, took, 900*time.Millisecond)
+	require.Zero(t, r.Stats().LossesReported)
+}
