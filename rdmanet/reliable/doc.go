@@ -43,9 +43,10 @@
 // could arrive still reach the sender: it ignores NAKs for a datagram it
 // repaired less than two of the asking receiver's round trips ago (each
 // NAK carries the receiver's RTT; at least RepairLinger), counted in
-// Stats.RepairsSuppressed. A NAK not answered is sent again after twice
-// the round trip plus the back-off, doubling each time, up to 10 ms; a
-// retry is never suppressed. The round trip is measured from the first
+// Stats.RepairsSuppressed. A NAK not answered is sent again after the
+// larger of twice the round trip and the round trip plus four mean
+// deviations (RFC 6298), plus the back-off, doubling each time, up to
+// 10 ms; a retry is never suppressed. The round trip is measured from the first
 // NAK of a round to the repair of the first datagram it asked for
 // (Stats.RTT).
 //

@@ -47,7 +47,8 @@ type peer struct {
 	nakAt    int64  // when the first try of a NAK round was sent, for the RTT; 0: none
 	nakSeq   uint64 // the first seq it asked for
 	nakTries int
-	srtt     int64
+	srtt     int64 // smoothed round trip (RFC 6298)
+	rttvar   int64 // its mean deviation; 0 until the first sample
 
 	statusPos uint64 // contig, as last reported
 	statusLim uint64 // next + RecvWindow, as last reported
@@ -205,12 +206,24 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
 	i := seq % rw
 	copy(p.ring[int(i)*c.mtu:], b)
 	p.lens[i], p.seqs[i] = int32(len(b)), seq
+	if h.flags&flagRepair != 0 {
+		c.stats.recovered.Add(1)
+	}
 	if h.flags&flagRepair != 0 && p.nakAt != 0 && seq == p.nakSeq {
 		// One sample per round: the time from its first try to the
 		// repair of the first datagram it asked for (retries included,
 		// so a slow path reads as slow, not as lost repairs).
 		sample := max(now-p.nakAt, int64(minRTT))
-		p.srtt += (sample - p.srtt) / 8
+		if p.rttvar == 0 {
+			p.srtt, p.rttvar = sample, sample/2
+		} else {
+			d := p.srtt - sample
+			if d < 0 {
+				d = -d
+			}
+			p.rttvar += (d - p.rttvar) / 4
+			p.srtt += (sample - p.srtt) / 8
+		}
 		p.nakAt = 0
 	}
 	r.settle(p, now)
@@ -359,8 +372,9 @@ func (r *receiver) schedule(p *peer, now int64, immediate bool) {
 }
 
 // sendNAKs asks the sender for each missing run (at most 8 NAKs a round)
-// and arms the retry: twice the round trip plus the back-off, doubling
-// with each try up to 10 ms.
+// and arms the retry: the larger of twice the round trip and the round
+// trip plus four deviations (RFC 6298), plus the back-off, doubling with
+// each try up to 10 ms.
 func (r *receiver) sendNAKs(p *peer, now int64) {
 	end := min(p.high, p.next+uint64(len(p.seqs)))
 	runs := 0
@@ -389,7 +403,7 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 		p.nakAt, p.nakSeq = now, first
 	}
 	p.nakTries++
-	rto := 2*p.srtt + r.backoff(p)
+	rto := max(2*p.srtt, p.srtt+4*p.rttvar) + r.backoff(p)
 	rto <<= min(p.nakTries-1, 8)
 	rto = min(max(rto, int64(minRTO)), int64(maxRTO))
 	p.nakDue = now + rto

@@ -21,6 +21,7 @@ type Stats struct {
 	RepairsSuppressed uint64 // NAKed datagrams not resent: repaired within RepairLinger
 	LostSent          uint64 // "lost" answers: a NAK asked for what left the window
 
+	Recovered      uint64 // data datagrams this receiver missed and got from a repair
 	Duplicates     uint64 // data datagrams received twice (repairs others asked for)
 	LossesReported uint64 // *LossError values returned by ReadFrom
 	MessagesLost   uint64 // messages they named
@@ -45,6 +46,7 @@ type counters struct {
 	naksSent, naksReceived                        atomic.Uint64
 	repairsMulticast, repairsUnicast, suppressed  atomic.Uint64
 	lostSent, duplicates, lossesReported, msgLost atomic.Uint64
+	recovered                                     atomic.Uint64
 	overruns, fcWaits, heartbeats, statusSent     atomic.Uint64
 	sendersTimedOut, receiversTimedOut            atomic.Uint64
 	malformed, foreign                            atomic.Uint64
@@ -61,6 +63,7 @@ func (c *Conn) Stats() Stats {
 		NAKsSent:  s.naksSent.Load(), NAKsReceived: s.naksReceived.Load(),
 		RepairsMulticast: s.repairsMulticast.Load(), RepairsUnicast: s.repairsUnicast.Load(),
 		RepairsSuppressed: s.suppressed.Load(), LostSent: s.lostSent.Load(),
+		Recovered:  s.recovered.Load(),
 		Duplicates: s.duplicates.Load(), LossesReported: s.lossesReported.Load(),
 		MessagesLost: s.msgLost.Load(), Overruns: s.overruns.Load(),
 		FlowControlWaits: s.fcWaits.Load(), Heartbeats: s.heartbeats.Load(),
