@@ -87,7 +87,7 @@ func TestLossReported(t *testing.T) {
 	group := newGroup()
 	const count = 1000
 	r := listenDrop(t, group, Config{}, dropAlways(func(s uint64) bool { return s >= 100 && s < 300 }))
-	tx := listenT(t, group, Config{Window: 64})
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
 	time.Sleep(20 * time.Millisecond)
 	b := make([]byte, 64)
 	for i := uint64(0); i < count; i++ {
