@@ -115,3 +115,39 @@ func readAll(c *Conn, count int, size int, timeout time.Duration) (losses uint64
 	}
 	return losses, nil
 }
+
+// sendAll writes count messages of size from tx while every receiver of rx
+// reads and checks them with readAll (no loss allowed). It fails at the
+// first error of any of them, rather than leaving a FlowMin writer waiting
+// for a receiver that stopped reading.
+func sendAll(t testing.TB, tx *Conn, group net.Addr, rx []*Conn, count, size int, readTimeout time.Duration) {
+	t.Helper()
+	errs := make(chan error, len(rx)+1)
+	for i, r := range rx {
+		go func() {
+			losses, err := readAll(r, count, size, readTimeout)
+			if err == nil && losses != 0 {
+				err = fmt.Errorf("%d messages reported lost", losses)
+			}
+			if err != nil {
+				err = fmt.Errorf("receiver %d: %w; its stats %+v", i, err, r.Stats())
+			}
+			errs <- err
+		}()
+	}
+	go func() {
+		b := make([]byte, size)
+		for i := uint64(0); i < uint64(count); i++ {
+			if _, err := tx.WriteTo(payload(b, i), group); err != nil {
+				errs <- fmt.Errorf("write %d: %w; sender stats %+v", i, err, tx.Stats())
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range len(rx) + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

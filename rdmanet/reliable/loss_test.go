@@ -67,23 +67,8 @@ func runMatrix(t testing.TB, n, count, size int, cfg Config) matrixStats {
 	}
 	tx := listenT(t, group, cfg)
 	time.Sleep(20 * time.Millisecond)
-	errs := make(chan error, n)
-	for _, r := range rx {
-		go func() {
-			losses, err := readAll(r, count, size, 10*time.Second)
-			if err == nil && losses != 0 {
-				err = fmt.Errorf("%d messages reported lost", losses)
-			}
-			errs <- err
-		}()
-	}
 	start := time.Now()
-	writeN(t, tx, group, 0, uint64(count), size)
-	for range rx {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendAll(t, tx, group, rx, count, size, 10*time.Second)
 	m := matrixStats{took: time.Since(start)}
 	ts := tx.Stats()
 	m.sent, m.repairs, m.suppressed = ts.DatagramsSent, ts.RepairsMulticast+ts.RepairsUnicast, ts.RepairsSuppressed

@@ -2,7 +2,6 @@ package reliable
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -49,24 +48,7 @@ func TestRepairGaps(t *testing.T) {
 	tx := listenT(t, group, Config{FlowControl: FlowMin})
 	size := tx.frag + tx.frag/2 // 2 fragments each
 	time.Sleep(20 * time.Millisecond)
-	errs := make(chan error, len(rx))
-	for _, r := range rx {
-		go func() {
-			losses, err := readAll(r, count, size, 5*time.Second)
-			if err == nil && losses != 0 {
-				err = fmt.Errorf("loss of %d reported: %+v", losses, r.Stats())
-			}
-			errs <- err
-		}()
-	}
-	b := make([]byte, size)
-	for i := uint64(0); i < count; i++ {
-		_, err := tx.WriteTo(payload(b, i), group)
-		require.NoError(t, err)
-	}
-	for range rx {
-		require.NoError(t, <-errs)
-	}
+	sendAll(t, tx, group, rx, count, size, 10*time.Second)
 	st := tx.Stats()
 	t.Logf("sender: %+v", st)
 	for _, r := range rx {
