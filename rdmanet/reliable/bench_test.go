@@ -110,6 +110,7 @@ func benchReliableBatch(b *testing.B, size int) {
 	rx := listenT(b, group, Config{})
 	tx := listenT(b, group, Config{FlowControl: FlowMin})
 	time.Sleep(20 * time.Millisecond)
+	waitReceivers(b, tx, 1)
 	total := (b.N + batchLen - 1) / batchLen * batchLen
 	errc := make(chan error, 1)
 	go func() {
@@ -195,6 +196,7 @@ func benchReliableThroughput(b *testing.B, size int) {
 	rx := listenT(b, group, Config{})
 	tx := listenT(b, group, Config{FlowControl: FlowMin})
 	time.Sleep(20 * time.Millisecond)
+	waitReceivers(b, tx, 1)
 	errc := make(chan error, 1)
 	go func() {
 		buf := make([]byte, size)

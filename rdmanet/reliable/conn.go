@@ -135,6 +135,24 @@ func (c *Conn) MaxMessage() int { return c.cfg.MaxMessage }
 // names it as a sender.
 func (c *Conn) Session() uint32 { return c.session }
 
+// Receivers returns how many receivers this conn has heard from within
+// ReceiverTimeout (by their status). A FlowMin sender waits only for the
+// receivers it knows: a program that must not outrun a receiver that is
+// starting waits for it here before writing, as Aeron's publications wait
+// to be connected.
+func (c *Conn) Receivers() int {
+	s := &c.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, n := c.now(), 0
+	for _, r := range s.receivers {
+		if now-r.heard <= int64(c.cfg.ReceiverTimeout) {
+			n++
+		}
+	}
+	return n
+}
+
 // Conn returns the underlying conn, for its Stats and Backend. Do not read
 // from it or close it.
 func (c *Conn) Conn() *rdmanet.Conn { return c.conn }

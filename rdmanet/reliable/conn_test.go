@@ -44,6 +44,7 @@ func TestWriteBatch(t *testing.T) {
 	r := listenT(t, group, Config{})
 	tx := listenT(t, group, Config{FlowControl: FlowMin})
 	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 1)
 	const count = 2000
 	sizes := []int{64, tx.frag * 2, 9, 20000}
 	errc := make(chan error, 1)

@@ -85,7 +85,10 @@
 // sender still holds), and forgets a sender silent for SenderTimeout.
 // Close stops writes, sends heartbeats marked fin (receivers answer with
 // their status at once) and keeps repairing until every live receiver
-// holds everything or Linger has passed, then closes the rdmanet conn.
+// holds everything or Linger has passed, then closes the rdmanet conn. A
+// receiver the sender never heard from (its first status not yet
+// arrived) cannot be waited for: with none known, Close lingers four
+// status intervals (at least 5 ms) for one to speak up.
 //
 // # Wire format
 //

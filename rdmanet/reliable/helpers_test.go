@@ -151,3 +151,16 @@ func sendAll(t testing.TB, tx *Conn, group net.Addr, rx []*Conn, count, size int
 		}
 	}
 }
+
+// waitReceivers waits until tx knows n receivers (their status arrived):
+// a FlowMin sender holds back only for receivers it knows.
+func waitReceivers(t testing.TB, tx *Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tx.Receivers() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sender knows %d receivers after 10 s, want %d", tx.Receivers(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -67,6 +67,9 @@ func runMatrix(t testing.TB, n, count, size int, cfg Config) matrixStats {
 	}
 	tx := listenT(t, group, cfg)
 	time.Sleep(20 * time.Millisecond)
+	if cfg.FlowControl == FlowMin {
+		waitReceivers(t, tx, n)
+	}
 	start := time.Now()
 	sendAll(t, tx, group, rx, count, size, 10*time.Second)
 	m := matrixStats{took: time.Since(start)}

@@ -48,6 +48,7 @@ func TestRepairGaps(t *testing.T) {
 	tx := listenT(t, group, Config{FlowControl: FlowMin})
 	size := tx.frag + tx.frag/2 // 2 fragments each
 	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 2)
 	sendAll(t, tx, group, rx, count, size, 10*time.Second)
 	st := tx.Stats()
 	t.Logf("sender: %+v", st)

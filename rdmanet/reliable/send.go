@@ -383,7 +383,9 @@ func (s *sender) tick(now int64) int64 {
 // linger runs at Close: while some live receiver lacks what this conn
 // sent, it keeps announcing the end (heartbeats with the fin flag, which
 // ask receivers for their status) and serving repairs, for at most
-// Config.Linger.
+// Config.Linger. A receiver the sender has not heard from yet cannot be
+// waited for: with none known, it lingers four status intervals (at least
+// 5 ms) for one to speak up.
 func (s *sender) linger() {
 	c := s.c
 	s.mu.Lock()
@@ -392,11 +394,15 @@ func (s *sender) linger() {
 	if !sent || c.cfg.Linger < 0 {
 		return
 	}
-	deadline := c.now() + int64(c.cfg.Linger)
+	start := c.now()
+	deadline := start + int64(c.cfg.Linger)
+	// Receivers report every StatusInterval (and at once to a fin): when
+	// none is known, wait a few intervals for one to speak up.
+	unknownWait := start + min(int64(c.cfg.Linger), max(4*int64(c.cfg.StatusInterval), int64(5*time.Millisecond)))
 	every := 100 * time.Microsecond
 	t := time.NewTimer(every)
 	defer t.Stop()
-	for round := 0; ; round++ {
+	for {
 		s.mu.Lock()
 		s.heartbeat(true)
 		done, known := true, len(s.receivers) > 0
@@ -407,9 +413,7 @@ func (s *sender) linger() {
 			}
 		}
 		s.mu.Unlock()
-		// The first fin asks for status: wait for it once even when no
-		// receiver is known yet.
-		if (done && (known || round > 0)) || now >= deadline {
+		if (done && (known || now >= unknownWait)) || now >= deadline {
 			return
 		}
 		t.Reset(every)
