@@ -369,13 +369,13 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
 	}
 }
 
-// fineBelow: NAK delays shorter than this are slept on the timer loop's
-// own thread (nanosleep with a 1 µs timer slack, in steps of at most
-// fineStep) rather than with a runtime timer, which sleeps at least about
-// a millisecond when the process is idle (the netpoller's epoll_wait
-// counts in milliseconds). Spinning instead would hold a processor: with
-// a few conns in one process, their timer loops spinning at once starved
-// the receive loops (measured: 100 ms stalls on 2 cores).
+// fineBelow: NAK delays shorter than this are slept with nanosleep on the
+// timer goroutine's thread (fineSleep), in steps of at most fineStep,
+// rather than with a runtime timer, which sleeps at least about a
+// millisecond when the process is idle (the netpoller's epoll_wait counts
+// in milliseconds). Spinning instead would hold a processor: with a few
+// conns in one process, their timer loops spinning at once starved the
+// receive loops (measured: 100 ms stalls on 2 cores).
 const (
 	fineBelow = int64(500 * time.Microsecond)
 	fineStep  = 50 * time.Microsecond
@@ -386,7 +386,6 @@ func (c *Conn) timerLoop() {
 	defer c.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	fine := fineTimerThread()
 	for {
 		now := c.now()
 		next := c.rcv.tick(now)
@@ -397,7 +396,7 @@ func (c *Conn) timerLoop() {
 		if d <= 0 {
 			continue
 		}
-		if d < fineBelow && fine && c.rcv.nakPending() {
+		if d < fineBelow && fineSleeps && c.rcv.nakPending() {
 			select {
 			case <-c.closed:
 				return

@@ -51,8 +51,9 @@
 // (Stats.RTT).
 //
 // Runtime timers sleep about a millisecond at least when the process is
-// idle, so NAK delays under 500 µs are slept on the timer goroutine's own
-// thread (locked, with a 1 µs timer slack), in steps of 50 µs.
+// idle, so NAK delays under 500 µs are slept with nanosleep(2) on the timer
+// goroutine's thread, in steps of 50 µs (plus the kernel's timer slack,
+// 50 µs by default).
 //
 // Through rdmanet's public API a repair is one copy of the window's slot
 // into the conn's registered send memory (or an inline post), as a first

@@ -1,24 +1,21 @@
 package reliable
 
 import (
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// fineTimerThread locks the calling goroutine (the timer loop) to its
-// thread and sets the thread's timer slack to 1 µs, so that short sleeps
-// end on time (the default slack is 50 µs). The thread ends with the
-// goroutine: the runtime does not reuse a thread left locked.
-func fineTimerThread() bool {
-	runtime.LockOSThread()
-	return unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0) == nil
-}
-
-// fineSleep sleeps d on the calling thread. The runtime hands the
-// processor to other goroutines while the thread sleeps.
+// fineSleep sleeps d with nanosleep(2) on the calling thread: the runtime
+// hands the processor to other goroutines while the thread sleeps, and the
+// sleep ends after d plus the thread's timer slack (50 µs by default), not
+// after the millisecond or so a runtime timer takes when the process is
+// idle. (Locking the timer goroutine to a thread with a 1 µs slack was
+// tried: a conn closed while its timer goroutine ran on the main thread
+// left the process unable to schedule its other locked goroutines.)
 func fineSleep(d time.Duration) {
 	ts := unix.NsecToTimespec(int64(d))
 	unix.Nanosleep(&ts, nil)
 }
+
+const fineSleeps = true

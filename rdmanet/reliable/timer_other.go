@@ -4,6 +4,6 @@ package reliable
 
 import "time"
 
-func fineTimerThread() bool { return false }
-
 func fineSleep(d time.Duration) { time.Sleep(d) }
+
+const fineSleeps = false
