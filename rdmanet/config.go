@@ -92,10 +92,14 @@ func (lc *ListenConfig) validate() error {
 	return nil
 }
 
+// withDefaults returns lc with its zero fields at the defaults: the one
+// place rdmanet sets them (the depths start from the model's,
+// verbs.DefaultSendDepth and verbs.DefaultRecvDepth; RecvDepth is set once
+// the backend is known, by recvDepthFor).
 func (lc *ListenConfig) withDefaults() ListenConfig {
 	c := *lc
 	if c.SendDepth <= 0 {
-		c.SendDepth = 256
+		c.SendDepth = verbs.DefaultSendDepth
 	}
 	if c.SendDepth < 4 {
 		c.SendDepth = 4
@@ -115,11 +119,20 @@ func (lc *ListenConfig) withDefaults() ListenConfig {
 	return c
 }
 
-// Receive ring depths when ListenConfig.RecvDepth is 0.
-const (
-	defaultRecvDepth     = 512
-	defaultSoftRecvDepth = 64
-)
+// recvDepthFor is the receive ring depth when ListenConfig.RecvDepth is
+// 0: the model's default on rdma-core, where the posted receives are all
+// the buffering a UD QP has; 64 on the software backend, whose socket
+// buffer holds datagrams until a receive is posted, and where a short
+// ring stays in cache.
+func recvDepthFor(provider string, depth int) int {
+	switch {
+	case depth > 0:
+		return depth
+	case provider == BackendSoftware:
+		return 64
+	}
+	return verbs.DefaultRecvDepth
+}
 
 // chooseProvider picks the provider for cfg: the named one, or for "auto"
 // rdma-core when it is available and an active port serves the address,

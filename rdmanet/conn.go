@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -73,12 +72,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	if err != nil {
 		return nil, c.opError("listen", group, err)
 	}
-	if c.cfg.RecvDepth <= 0 {
-		c.cfg.RecvDepth = defaultRecvDepth
-		if c.prov.Name() == BackendSoftware {
-			c.cfg.RecvDepth = defaultSoftRecvDepth
-		}
-	}
+	c.cfg.RecvDepth = recvDepthFor(c.prov.Name(), c.cfg.RecvDepth)
 	cfg = c.cfg
 	c.id, err = c.prov.Bind(bc)
 	if err != nil {
@@ -134,8 +128,6 @@ func (c *Conn) teardown() {
 	if c.wr.waiter != nil {
 		c.wr.waiter.Close()
 	}
-	c.rd.src.ackAll()
-	c.wr.src.ackAll()
 	if c.id != nil {
 		c.id.Close() // leaves groups, destroys AHs, QP, CQs, MRs, PD, ID
 	}
@@ -339,5 +331,3 @@ func deadlinePassed(d *atomic.Int64) bool {
 	n := d.Load()
 	return n != 0 && time.Now().UnixNano() >= n
 }
-
-var _ = poller.New

@@ -36,8 +36,15 @@ func TestPerConnCost(t *testing.T) {
 	dHeap := float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / n / 1024
 	t.Logf("per conn (%s, MTU %d, two groups): %.1f fds, %.1f goroutines, %.0f KiB mapped, %.0f KiB resident, %.0f KiB Go heap",
 		conns[0].Backend().Name, conns[0].MTU(), dFD, dGor, dMap, dRSS, dHeap)
-	// Bounds that catch a leak or a thread per conn, not the exact figures.
-	require.LessOrEqual(t, dFD, 16.0, "fds per conn")
+	// Bounds that catch a leak or a thread per conn, and on the software
+	// backend an fd more than the 8 it holds (2 sockets, 2 epoll sets, 2
+	// eventfds, the QPN reservation, the netpoller's copy of the event
+	// channel: the CQ waiters take their fds over, no dups).
+	maxFD := 16.0
+	if conns[0].Backend().Name == rdmanet.BackendSoftware {
+		maxFD = 8
+	}
+	require.LessOrEqual(t, dFD, maxFD, "fds per conn")
 	require.LessOrEqual(t, dGor, 2.0, "goroutines per conn")
 	for _, c := range conns {
 		require.NoError(t, c.Close())
@@ -45,10 +52,10 @@ func TestPerConnCost(t *testing.T) {
 }
 
 // mappedKiB is the process's virtual size (VmSize), residentKiB its RSS.
-func mappedKiB(t *testing.T) int   { return procStatusKiB(t, "VmSize:") }
-func residentKiB(t *testing.T) int { return procStatusKiB(t, "VmRSS:") }
+func mappedKiB(t testing.TB) int   { return procStatusKiB(t, "VmSize:") }
+func residentKiB(t testing.TB) int { return procStatusKiB(t, "VmRSS:") }
 
-func procStatusKiB(t *testing.T, field string) int {
+func procStatusKiB(t testing.TB, field string) int {
 	b, err := os.ReadFile("/proc/self/status")
 	require.NoError(t, err)
 	for _, l := range strings.Split(string(b), "\n") {

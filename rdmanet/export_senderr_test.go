@@ -1,6 +1,10 @@
 package rdmanet
 
-import "github.com/go-rdma/rdmanet/internal/verbs"
+import (
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
 
 // BackendFailedCompletions is a test backend: the software provider,
 // except that every send completion has an error status and no errno, as a
@@ -39,8 +43,29 @@ type failingCQ struct{ verbs.CQ }
 
 func (c failingCQ) Poll(wcs []verbs.WC) (int, error) {
 	n, err := c.CQ.Poll(wcs)
-	for i := range wcs[:n] {
+	fail(wcs[:n])
+	return n, err
+}
+
+func (c failingCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+	w, err := c.CQ.NewWaiter(spin)
+	if err != nil {
+		return nil, err
+	}
+	return failingWaiter{w}, nil
+}
+
+type failingWaiter struct{ verbs.CQWaiter }
+
+func (w failingWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
+	n, err := w.CQWaiter.WaitPoll(wcs)
+	fail(wcs[:n])
+	return n, err
+}
+
+// fail gives completions an error status and no errno.
+func fail(wcs []verbs.WC) {
+	for i := range wcs {
 		wcs[i].Status, wcs[i].Errno = verbs.WCFatalErr, 0
 	}
-	return n, err
 }

@@ -3,9 +3,11 @@ package rdmanet
 import (
 	"context"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -83,6 +85,25 @@ func (c *stuckCQ) Channel() verbs.Channel       { return c }
 func (c *stuckCQ) Fd() int                      { return c.efd }
 func (c *stuckCQ) GetEvents() (int, error)      { return 0, nil }
 func (c *stuckCQ) AckEvents(int)                {}
+func (c *stuckCQ) Arm() error                   { return nil }
+func (c *stuckCQ) Drain() (int, error)          { return 0, nil }
+
+// NewWaiter waits on the eventfd, which nothing writes.
+func (c *stuckCQ) NewWaiter(time.Duration) (verbs.CQWaiter, error) {
+	w, err := poller.New(c.efd, "rdmanet-stuck-cq", stuckSource{c}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return stuckWaiter{w}, nil
+}
+
+type stuckSource struct{ *stuckCQ }
+
+func (s stuckSource) Poll() (int, error) { return 0, nil }
+
+type stuckWaiter struct{ *poller.Waiter }
+
+func (w stuckWaiter) WaitPoll([]verbs.WC) (int, error) { return w.Wait() }
 
 // BackendQuietEvents is a test backend: the software provider, except that
 // a Join reads a DEVICE_REMOVAL off the event channel and queues it for

@@ -124,8 +124,8 @@ func (c *Conn) startRecovery() {
 }
 
 // recoverLoop gets the reset done: itself when rd.mu is free, else by
-// kicking the reader that holds it (a blocked ReadFrom), whose next poll
-// does it (pollRecv).
+// waking the reader that holds it (a blocked ReadFrom: its WaitPoll
+// returns), whose next poll does it (repostConsumed).
 func (c *Conn) recoverLoop() {
 	defer c.bg.Done()
 	defer c.rec.running.Store(false)
@@ -137,7 +137,7 @@ func (c *Conn) recoverLoop() {
 				return
 			}
 		} else {
-			c.rd.waiter.Kick()
+			c.rd.waiter.Wake() // the reader returns, and its next poll resets
 		}
 		wait := max(time.Millisecond, time.Until(time.Unix(0, c.rec.next.Load())))
 		select {
@@ -271,7 +271,5 @@ func (c *Conn) releaseDevice() {
 	if c.closed.Load() {
 		return
 	}
-	c.rd.src.ackAll()
-	c.wr.src.ackAll()
 	c.id.Close() // QP, AHs, CQs, channels, MRs, PD, cm id: errors are expected now
 }

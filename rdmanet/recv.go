@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -29,8 +28,7 @@ type recvState struct {
 	count    int
 	repost   []verbs.RecvWR
 	repostAt int // how many consumed buffers wait for one post
-	waiter   *poller.Waiter
-	src      recvSource
+	waiter   verbs.CQWaiter
 	deadline atomic.Int64
 }
 
@@ -55,23 +53,8 @@ func (c *Conn) initRecv() error {
 	if err := c.flushReposts(); err != nil {
 		return err
 	}
-	cq := c.qp.RecvCQ()
-	r.src = recvSource{chanAcker: chanAcker{cq: cq, ch: cq.Channel()}, c: c}
-	r.src.hint, _ = cq.Channel().(verbs.WakeHinter)
-	r.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-recv-cq", &r.src, c.cfg.Spin)
-	if err != nil {
-		return err
-	}
-	if lt, ok := cq.Channel().(verbs.LevelTriggered); ok {
-		r.waiter.SetLevelTriggered(lt.LevelTriggered())
-	}
-	if k, ok := cq.Channel().(verbs.Kicker); ok {
-		if err := r.waiter.SetNarrow(k.NarrowFd(), k); err != nil {
-			return err
-		}
-		return k.SetKick(r.waiter.Kick)
-	}
-	return nil
+	r.waiter, err = c.qp.RecvCQ().NewWaiter(c.cfg.Spin)
+	return err
 }
 
 func (c *Conn) recvWR(slot uint64) verbs.RecvWR {
@@ -95,25 +78,37 @@ func (c *Conn) flushReposts() error {
 	return nil
 }
 
-// pollRecv fills the pending completions when empty; called with rd.mu
-// held, directly or through the poller.
-func (c *Conn) pollRecv() (int, error) {
+// repostConsumed posts consumed buffers back before the CQ is polled: in
+// batches (one post, on rdma-core one crossing, per batch), or at once
+// when the ring runs low. rd.mu is held.
+func (c *Conn) repostConsumed() error {
 	r := &c.rd
 	if c.rec.pending.Load() {
 		c.recoverLocked() // a QP reset waits for rd.mu: recover.go
 	}
-	if r.count > 0 {
-		return r.count, nil
-	}
 	c.takeReturned()
-	// Consumed buffers go back in batches (one post, on rdma-core one
-	// crossing, per batch), or at once when the ring runs low.
 	if len(r.repost) >= r.repostAt || c.cfg.RecvDepth-int(c.lend.lent.Load())-len(r.repost) < r.repostAt {
-		if err := c.flushReposts(); err != nil {
-			return 0, err
-		}
+		return c.flushReposts()
 	}
-	n, err := c.qp.RecvCQ().Poll(r.wcs)
+	return nil
+}
+
+// pollRecv fills the pending completions, which are empty: it reposts
+// what was consumed, then polls the receive CQ, or with block wait-polls
+// it (until completions arrive, the read deadline passes or the conn is
+// closed). rd.mu is held.
+func (c *Conn) pollRecv(block bool) (int, error) {
+	r := &c.rd
+	if err := c.repostConsumed(); err != nil {
+		return 0, err
+	}
+	var n int
+	var err error
+	if block {
+		n, err = r.waiter.WaitPoll(r.wcs)
+	} else {
+		n, err = c.qp.RecvCQ().Poll(r.wcs)
+	}
 	r.head, r.count = 0, n
 	return n, err
 }
@@ -141,13 +136,12 @@ func (c *Conn) nextRecv(block bool) (*verbs.WC, []byte, error) {
 			if deadlinePassed(&r.deadline) {
 				return nil, nil, os.ErrDeadlineExceeded
 			}
-			if !block {
-				if n, err := c.pollRecv(); n == 0 || err != nil {
-					return nil, nil, err
-				}
-			} else if _, err := r.waiter.Wait(); err != nil {
-				// Wait polls first: no separate poll before it.
+			n, err := c.pollRecv(block)
+			if err != nil {
 				return nil, nil, c.mapWaitErr(err)
+			}
+			if n == 0 && !block {
+				return nil, nil, nil // nothing there
 			}
 			continue
 		}

@@ -460,7 +460,7 @@ func TestRXEDeviceRemoval(t *testing.T) {
 		require.ErrorIs(t, err, rdmanet.ErrDeviceRemoved)
 		_ = x.Stats()
 		require.NoError(t, x.Close())
-		require.NoError(t, x.Close(), "a second Close")
+		require.ErrorIs(t, x.Close(), net.ErrClosed, "a second Close (as net.UDPConn's)")
 	}
 	// librdmacm also lets go of the removed device's context: fewer fds
 	// than before is expected, more would be a leak.

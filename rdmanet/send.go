@@ -2,6 +2,7 @@ package rdmanet
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -38,8 +38,7 @@ type sendState struct {
 	maxInline   int
 	wrs         []verbs.SendWR
 	wcs         []verbs.WC
-	waiter      *poller.Waiter
-	src         sendSource
+	waiter      verbs.CQWaiter
 	deadline    atomic.Int64
 	ahs         map[ipoib.GID]verbs.AH
 	// The group the last WriteTo to a *net.UDPAddr went to: a stream of
@@ -68,9 +67,7 @@ func (c *Conn) initSend() error {
 	s.wrs = make([]verbs.SendWR, 0, sendBatch)
 	s.wcs = make([]verbs.WC, sendBatch)
 	s.ahs = make(map[ipoib.GID]verbs.AH)
-	cq := c.qp.SendCQ()
-	s.src = sendSource{chanAcker{cq: cq, ch: cq.Channel()}, c}
-	s.waiter, err = poller.New(cq.Channel().Fd(), "rdmanet-send-cq", &s.src, 0)
+	s.waiter, err = c.qp.SendCQ().NewWaiter(0)
 	return err
 }
 
@@ -78,8 +75,15 @@ func (c *Conn) initSend() error {
 // An error completion is counted by reason, and the first one becomes
 // pending for the next write.
 func (c *Conn) reapSends() (int, error) {
+	n, err := c.qp.SendCQ().Poll(c.wr.wcs)
+	c.reaped(n)
+	return n, err
+}
+
+// reaped frees the slots of the first n completions in wr.wcs; wr.mu is
+// held.
+func (c *Conn) reaped(n int) {
 	s := &c.wr
-	n, err := c.qp.SendCQ().Poll(s.wcs)
 	for i := 0; i < n; i++ {
 		wc := &s.wcs[i]
 		if wc.Status != verbs.WCSuccess {
@@ -90,7 +94,6 @@ func (c *Conn) reapSends() (int, error) {
 			s.tail = wc.WRID + 1
 		}
 	}
-	return n, err
 }
 
 // sendFailedLater counts a send's error completion and keeps the first
@@ -125,6 +128,14 @@ func (c *Conn) takePending() error {
 	}
 	err := s.pending
 	s.pending = nil
+	// A failed completion may have been the QP going to the error state
+	// (recover.go): say so, with the completion's error beside it.
+	if werr := c.checkWrite(); werr != nil {
+		if err != nil {
+			return fmt.Errorf("%w; %w", werr, err)
+		}
+		return werr
+	}
 	return err
 }
 
@@ -172,7 +183,9 @@ func (c *Conn) acquire(k uint64) error {
 		if deadlinePassed(&s.deadline) {
 			return os.ErrDeadlineExceeded
 		}
-		if _, err := s.waiter.Wait(); err != nil {
+		n, err := s.waiter.WaitPoll(s.wcs)
+		c.reaped(n)
+		if err != nil {
 			return c.mapWaitErr(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/go-rdma/rdmanet/rdmanet/reliable"
 )
 
 // Options configure a Chat.
@@ -26,6 +27,7 @@ type Options struct {
 	Listen    rdmanet.ListenConfig // backend, bind address, loopback
 	Heartbeat time.Duration        // how often to say "still here"
 	DropEvery int                  // testing: skip sending every Nth msg, as if the network lost it
+	Reliable  bool                 // run over rdmanet/reliable: lines arrive once, in order, or loss is reported
 	joinWait  time.Duration        // bound on the group join
 	noBye     bool                 // tests: vanish without a bye, as a crash would
 	session   uint64               // tests: a fixed session id
@@ -37,6 +39,8 @@ type Options struct {
 type Chat struct {
 	opt      Options
 	conn     *rdmanet.Conn
+	pc       net.PacketConn // conn, or rel on it
+	rel      *reliable.Conn // with Options.Reliable
 	disp     Display
 	session  uint64
 	interval uint16 // heartbeat interval on the wire, ms
@@ -88,6 +92,15 @@ func Open(ctx context.Context, opt Options, disp Display) (*Chat, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.pc = c.conn
+	if opt.Reliable {
+		c.rel, err = reliable.New(c.conn, opt.Group, reliable.Config{})
+		if err != nil {
+			c.conn.Close()
+			return nil, err
+		}
+		c.pc = c.rel
+	}
 	return c, nil
 }
 
@@ -95,13 +108,16 @@ func Open(ctx context.Context, opt Options, disp Display) (*Chat, error) {
 // typed until /quit, the end of input, or ctx ends. It says bye and leaves
 // the group before it returns.
 func (c *Chat) Run(ctx context.Context) error {
-	defer c.conn.Close()
+	defer c.pc.Close()
 	if err := c.send(Hello, ""); err != nil {
 		return err
 	}
 	b := c.conn.Backend()
 	c.disp.Println(fmt.Sprintf("* joined %s as %s: %s backend, %s (%s), MTU %d; /help for commands",
 		c.opt.Group.IP, c.opt.Nick, b.Name, b.Device, b.Netdev, c.conn.MTU()))
+	if c.rel != nil {
+		c.disp.Println(fmt.Sprintf("* reliable: every line arrives once and in order, or its loss is reported; lines up to %d bytes", c.MaxText()))
+	}
 
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
@@ -148,7 +164,7 @@ loop:
 	if !c.opt.noBye {
 		c.send(Bye, "")
 	}
-	c.conn.Close() // leaves the group, ends receive
+	c.pc.Close() // leaves the group (reliable: after its linger), ends receive
 	wg.Wait()
 	c.disp.Println(fmt.Sprintf("* left %s", c.opt.Group.IP))
 	return err
@@ -180,9 +196,10 @@ func (c *Chat) command(line string) (quit bool) {
 	}
 	if err := c.send(Msg, line); err != nil {
 		c.disp.Println("! " + err.Error())
-	} else if c.disp.Echo() && !c.conn.MulticastLoopback() {
+	} else if c.disp.Echo() && (!c.conn.MulticastLoopback() || c.rel != nil) {
 		// A terminal shows your own lines like the others'; with
-		// -loopback they come back through the group instead.
+		// -loopback they come back through the group instead (not with
+		// -reliable, which never reads its own).
 		c.disp.Println(fmt.Sprintf("<%s> %s", c.opt.Nick, sanitize(line)))
 	}
 	return false
@@ -196,7 +213,12 @@ func (e *errTooLong) Error() string {
 }
 
 // MaxText is the longest line this chat can send.
-func (c *Chat) MaxText() int { return MaxText(c.conn.MTU(), c.opt.Nick) }
+func (c *Chat) MaxText() int {
+	if c.rel != nil {
+		return MaxText(c.rel.MaxMessage(), c.opt.Nick)
+	}
+	return MaxText(c.conn.MTU(), c.opt.Nick)
+}
 
 // send sends one datagram of type t to the group.
 func (c *Chat) send(t Type, text string) error {
@@ -225,7 +247,7 @@ func (c *Chat) send(t Type, text string) error {
 	}
 	b, err := p.Append(nil)
 	if err == nil {
-		_, err = c.conn.WriteTo(b, c.opt.Group)
+		_, err = c.pc.WriteTo(b, c.opt.Group)
 	}
 	if err != nil {
 		return fmt.Errorf("send %s: %w", t, err)
@@ -264,10 +286,15 @@ func (c *Chat) heartbeats(ctx context.Context) {
 func (c *Chat) receive() {
 	buf := make([]byte, 1<<16)
 	for {
-		n, from, err := c.conn.ReadFrom(buf)
+		n, from, err := c.pc.ReadFrom(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			var loss *reliable.LossError
+			if errors.As(err, &loss) {
+				c.disp.Println(fmt.Sprintf("! reliable: %d messages from %s lost: they left its retransmit window", loss.Messages, &loss.From))
+				continue
 			}
 			c.disp.Println("! receive: " + err.Error())
 			if errors.Is(err, rdmanet.ErrDeviceRemoved) {
@@ -433,6 +460,11 @@ func (c *Chat) stats() {
 	}
 	if len(notSent) > 0 {
 		lines = append(lines, "* not sent: "+strings.Join(notSent, ", "))
+	}
+	if c.rel != nil {
+		r := c.rel.Stats()
+		lines = append(lines, fmt.Sprintf("* reliable: NAKs sent %d, received %d; repairs %d (multicast %d); duplicates dropped %d; losses reported %d (%d messages); RTT %v",
+			r.NAKsSent, r.NAKsReceived, r.RepairsMulticast+r.RepairsUnicast, r.RepairsMulticast, r.Duplicates, r.LossesReported, r.MessagesLost, r.RTT))
 	}
 	for _, l := range lines {
 		c.disp.Println(l)

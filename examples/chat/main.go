@@ -52,6 +52,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		loopback  = fs.Bool("loopback", false, "receive your own messages back through the group")
 		heartbeat = fs.Duration("heartbeat", defaultInterval, "how often to announce presence")
 		dropEvery = fs.Int("drop-every", 0, "testing: do not send every Nth message, as if the network lost it")
+		reliab    = fs.Bool("reliable", false, "reliable multicast (rdmanet/reliable): lines arrive once and in order, lost ones are repaired")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: chat [flags]\n\nA chat over RDMA UD multicast. Commands: /who, /stats, /help, /quit.\n\nFlags:\n")
@@ -82,7 +83,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chat:", err)
 		return 2
 	}
-	opt.Heartbeat, opt.DropEvery = *heartbeat, *dropEvery
+	opt.Heartbeat, opt.DropEvery, opt.Reliable = *heartbeat, *dropEvery, *reliab
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()

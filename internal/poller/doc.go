@@ -1,13 +1,19 @@
 // Package poller waits for RDMA completion channels in Go's runtime
 // netpoller.
 //
+// It is the providers' toolkit: each verbs provider builds its CQs'
+// waiters (verbs.CQ.NewWaiter) from a Waiter, so how a wait sleeps and
+// wakes stays inside the provider, and rdmanet only wait-polls.
+//
 // A completion channel (ibv_comp_channel) has a file descriptor that becomes
 // readable when an armed CQ gets a completion. Waiter puts a dup of that fd
-// into the runtime poller the way mdlayher/socket does (non-blocking,
-// os.NewFile, SyscallConn): every wait is rc.Read, so deadlines and "Close
-// unblocks waiters" come from internal/poll, and no OS thread is held while
-// a goroutine sleeps. There is no epoll thread of our own and no
-// LockOSThread handoff.
+// (New), or the fd itself where its owner hands it over (Adopt), into the
+// runtime poller the way mdlayher/socket does (non-blocking, os.NewFile,
+// SyscallConn): every wait is rc.Read, so deadlines and "Close unblocks
+// waiters" come from internal/poll, and no OS thread is held while a
+// goroutine sleeps. Stop unblocks waits for good without closing the fd,
+// for an owner that still uses it until it destroys the object. There is
+// no epoll thread of our own and no LockOSThread handoff.
 //
 // Waiter runs the verbs wake-up protocol for its Source:
 //

@@ -39,7 +39,8 @@ type Source interface {
 }
 
 // woken is implemented by Sources that want to know that a wait ended
-// because their fd became readable (see verbs.WakeHinter).
+// because their fd became readable (the software provider's receive CQ
+// then reads at once).
 type woken interface{ Woken() }
 
 // Waiter waits for one Source through one channel fd. Wait must not be
@@ -70,7 +71,10 @@ type Waiter struct {
 	// wait, and deadline is the caller's, put back when the kick is
 	// consumed. dmu orders them.
 	dmu      sync.Mutex
+	stopped  bool // Stop: the deadline stays in the past
+	files    bool // Close: the files are closed
 	kicked   bool
+	woke     atomic.Bool // Wake: the kicked Wait returns (0, nil)
 	deadline time.Time
 	n        int
 	err      error
@@ -91,6 +95,22 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	return w, nil
 }
 
+// Adopt is New for an fd the Waiter takes over instead of a dup: its
+// Close closes fd, and nothing else may (when Adopt fails, fd is the
+// caller's again only if the error is from setnonblock; treat it as
+// closed otherwise). It is for fds whose owner lets the Waiter keep them
+// (a provider's own sockets, epoll sets and eventfds), which then cost no
+// second fd; Stop unblocks waits without closing it.
+func Adopt(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
+	f, rc, err := adoptFile(fd, name)
+	if err != nil {
+		return nil, err
+	}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
+	w.fn = w.step
+	return w, nil
+}
+
 // dupFile dups fd, non-blocking, into an *os.File in the netpoller.
 func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -101,13 +121,28 @@ func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
 		unix.Close(nfd)
 		return nil, nil, os.NewSyscallError("setnonblock", err)
 	}
-	f := os.NewFile(uintptr(nfd), name)
+	return pollFile(nfd, name)
+}
+
+// pollFile puts the non-blocking fd into an *os.File in the netpoller.
+// From here on the file owns fd: on failure it is closed.
+func pollFile(fd int, name string) (*os.File, syscall.RawConn, error) {
+	f := os.NewFile(uintptr(fd), name)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("poller: %s: %w", name, err)
 	}
 	return f, rc, nil
+}
+
+// adoptFile is pollFile for an fd the caller hands over: on failure
+// before the file owns it, fd is left open.
+func adoptFile(fd int, name string) (*os.File, syscall.RawConn, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, nil, os.NewSyscallError("setnonblock", err)
+	}
+	return pollFile(fd, name)
 }
 
 // step is one round of the wake-up protocol; true ends the wait.
@@ -193,6 +228,9 @@ func (w *Waiter) step(uintptr) bool {
 // that: a window that usually pays keeps spinning, one that never does
 // costs one spin in maxSpinBackoff waits.
 func (w *Waiter) Wait() (int, error) {
+	if w.closed.Load() {
+		return 0, net.ErrClosed
+	}
 	if w.spin > 0 {
 		if w.skip > 0 {
 			w.skip--
@@ -233,6 +271,9 @@ func (w *Waiter) Wait() (int, error) {
 			return 0, net.ErrClosed
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && w.unkick() {
+			if w.woke.Swap(false) {
+				return 0, nil // Wake: the caller acts, then waits again
+			}
 			continue // kicked: poll again
 		}
 		return 0, mapErr(err)
@@ -246,7 +287,7 @@ var kickDeadline = time.Unix(1, 0)
 // rather than sleep, without changing the deadline callers set: it sets
 // a deadline long past on both fds, and the Wait that wakes from it puts
 // the caller's back and polls. It is for completions the narrow fd does
-// not show (SetNarrow, verbs.Kicker). It may be called from any
+// not show (SetNarrow). It may be called from any
 // goroutine, also after Close.
 func (w *Waiter) Kick() {
 	w.dmu.Lock()
@@ -256,6 +297,13 @@ func (w *Waiter) Kick() {
 	}
 	w.kicked = true
 	w.setDeadlines(kickDeadline)
+}
+
+// Wake is Kick for the caller: the Wait that wakes from it, or else the
+// next Wait that would sleep, returns (0, nil) instead of polling again.
+func (w *Waiter) Wake() {
+	w.woke.Store(true)
+	w.Kick()
 }
 
 // setDeadlines sets the deadline of the fd and the narrow fd; w.dmu is
@@ -286,6 +334,16 @@ func (w *Waiter) SetNarrow(fd int, n Narrower) error {
 	return nil
 }
 
+// AdoptNarrow is SetNarrow for an fd the Waiter takes over, as Adopt.
+func (w *Waiter) AdoptNarrow(fd int, n Narrower) error {
+	f, rc, err := adoptFile(fd, w.f.Name()+"-narrow")
+	if err != nil {
+		return err
+	}
+	w.nf, w.nrc, w.narrow = f, rc, n
+	return nil
+}
+
 // unkick consumes a kick, putting the caller's deadline back; it reports
 // whether there was one (else the deadline that passed was the caller's).
 func (w *Waiter) unkick() bool {
@@ -295,7 +353,9 @@ func (w *Waiter) unkick() bool {
 		return false
 	}
 	w.kicked = false
-	w.setDeadlines(w.deadline)
+	if !w.stopped {
+		w.setDeadlines(w.deadline)
+	}
 	return true
 }
 
@@ -312,6 +372,9 @@ func (w *Waiter) Armed() bool { return w.armed }
 func (w *Waiter) SetDeadline(t time.Time) error {
 	w.dmu.Lock()
 	defer w.dmu.Unlock()
+	if w.stopped {
+		return nil // the deadline stays in the past
+	}
 	w.deadline = t
 	if w.kicked {
 		return nil // set when the kick is consumed
@@ -319,10 +382,30 @@ func (w *Waiter) SetDeadline(t time.Time) error {
 	return mapErr(w.setDeadlines(t))
 }
 
-// Close closes the Waiter's fd and unblocks a blocked Wait with
-// net.ErrClosed. It does not touch the Source.
-func (w *Waiter) Close() error {
+// Stop unblocks a blocked Wait with net.ErrClosed, and makes every later
+// Wait return it, without closing the fds: for an adopted fd that its
+// owner still uses until it destroys the object (Close then). It is
+// idempotent and may be called from any goroutine.
+func (w *Waiter) Stop() {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
 	if w.closed.Swap(true) {
+		return
+	}
+	w.stopped = true
+	w.setDeadlines(kickDeadline)
+}
+
+// Close closes the Waiter's fds (the dups, or the adopted fds themselves)
+// and unblocks a blocked Wait with net.ErrClosed. It does not touch the
+// Source.
+func (w *Waiter) Close() error {
+	w.dmu.Lock()
+	already := w.files
+	w.files = true
+	w.dmu.Unlock()
+	w.closed.Store(true)
+	if already {
 		return nil
 	}
 	if w.nf != nil {

@@ -534,3 +534,33 @@ func TestNarrowFdChosenPerWait(t *testing.T) {
 		t.Fatal("Close did not end a narrow sleep")
 	}
 }
+
+// Wake ends a blocked Wait with (0, nil), once: the next Wait sleeps
+// again, and the caller's deadline still holds. Stop ends every Wait with
+// net.ErrClosed without closing the fd.
+func TestWakeAndStop(t *testing.T) {
+	_, w := newSilentWaiter(t)
+	res := waitAsync(w)
+	expectBlocked(t, res, 50*time.Millisecond, "before Wake")
+	w.Wake()
+	r := <-res
+	require.NoError(t, r.err)
+	require.Zero(t, r.n, "completions after a Wake with none")
+
+	require.NoError(t, w.SetDeadline(time.Now().Add(150*time.Millisecond)))
+	r = <-waitAsync(w)
+	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded, "the Wait after a Wake")
+	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
+	require.NoError(t, w.SetDeadline(time.Time{}))
+
+	res = waitAsync(w)
+	expectBlocked(t, res, 50*time.Millisecond, "before Stop")
+	w.Stop()
+	require.ErrorIs(t, (<-res).err, net.ErrClosed)
+	_, err := w.Wait()
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.NoError(t, w.SetDeadline(time.Time{}), "SetDeadline after Stop")
+	_, err = w.Wait()
+	require.ErrorIs(t, err, net.ErrClosed, "a deadline cleared after Stop")
+	require.NoError(t, w.Close())
+}

@@ -10,12 +10,15 @@
 //     machines without RDMA hardware; wire-compatible with rxe.
 //
 // The model keeps verbs semantics on both: receives must be posted before a
-// message arrives (a message that finds none is dropped), work completes
-// through completion queues (CQ), and a CQ's completion channel has a file
-// descriptor that a poller can wait for. No C type appears in this API, and
-// the hot-path calls (PostRecv, PostSend, Poll) take caller-owned slices so
-// that a batch is one call (one cgo crossing on rdma-core) and nothing is
-// allocated per message.
+// message arrives (a message that finds none is dropped) and work completes
+// through completion queues (CQ). Waiting is the provider's: a CQ's
+// CQWaiter (CQ.NewWaiter) wait-polls it in the Go netpoller, and each
+// provider keeps its own wake-up protocol inside it (rdma-core arms, polls
+// again, drains and acks its completion channel; the software provider
+// watches its sockets), so a consumer only polls or wait-polls. No C type
+// appears in this API, and the hot-path calls (PostRecv, PostSend, Poll,
+// WaitPoll) take caller-owned slices so that a batch is one call (one cgo
+// crossing on rdma-core) and nothing is allocated per message.
 //
 // The object tree follows libibverbs: a Provider binds an ID (an rdma_cm_id
 // in the UDP port space) to a local port; the ID owns one UD QP with its PD,
@@ -34,6 +37,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"time"
 )
 
 // Well-known values of UD multicast.
@@ -171,14 +175,15 @@ type Membership struct {
 	SendOnly  bool
 }
 
-// QPConfig configures CreateQP. Zero values take defaults.
+// QPConfig configures CreateQP. Zero values take the defaults of
+// defaults.go (WithDefaults).
 type QPConfig struct {
-	SendDepth int // send queue depth (default 256)
-	RecvDepth int // receive queue depth (default 512)
+	SendDepth int // send queue depth (DefaultSendDepth)
+	RecvDepth int // receive queue depth (DefaultRecvDepth)
 	// MaxInline asks for inline sends up to this many bytes; the QP
 	// reports what it got in MaxInline().
 	MaxInline int
-	QKey      uint32 // default DefaultQKey
+	QKey      uint32 // DefaultQKey
 	// BlockSelfMulticastLoopback asks the device not to deliver this QP's
 	// multicast sends back to itself (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
 	// Where unsupported, CreateQP succeeds and QP.LoopbackBlocked()
@@ -230,12 +235,44 @@ type CQ interface {
 	// Poll fills wcs with completions and returns how many (0 when none);
 	// it never blocks.
 	Poll(wcs []WC) (int, error)
+	// NewWaiter returns the CQ's blocking wait-poll, built by the
+	// provider on internal/poller: how the CQ's channel is armed,
+	// drained, acknowledged or watched is the provider's business. spin
+	// is the spin window (0: none). A CQ has at most one waiter; the ID's
+	// Close frees it with the CQ.
+	NewWaiter(spin time.Duration) (CQWaiter, error)
 	// ReqNotify arms the CQ (ibv_req_notify_cq, all completions): the
 	// next completion raises an event on the channel. Poll once more
-	// after arming before sleeping.
+	// after arming before sleeping. The waiter does this; tests of a
+	// provider may too.
 	ReqNotify() error
-	// Channel is the CQ's completion channel.
+	// Channel is the CQ's completion channel (the waiter's and the
+	// provider tests' business).
 	Channel() Channel
+}
+
+// CQWaiter waits for one CQ's completions in the Go runtime's netpoller,
+// so deadlines and "Close unblocks" come from Go's internal/poll. Its
+// calls, except SetDeadline and Close, must not run concurrently (rdmanet
+// holds its read or write lock around WaitPoll).
+type CQWaiter interface {
+	// WaitPoll polls the CQ into wcs and returns how many completions it
+	// found, waiting while there are none: until completions arrive, the
+	// deadline passes (os.ErrDeadlineExceeded) or the waiter is closed
+	// (net.ErrClosed). A provider error from the poll ends it too. With a
+	// spin window it polls for up to that long before it sleeps.
+	WaitPoll(wcs []WC) (int, error)
+	// SetDeadline sets the deadline of WaitPoll, also of one already
+	// blocked; the zero time means none.
+	SetDeadline(t time.Time) error
+	// Wake makes a blocked WaitPoll, or else the next one that would
+	// sleep, return (0, nil), so that its caller can act before waiting
+	// again (rdmanet resets a failed QP so). It may be called from any
+	// goroutine.
+	Wake()
+	// Close unblocks a WaitPoll with net.ErrClosed; later ones return it
+	// at once. It is idempotent and leaves the CQ as it is.
+	Close() error
 }
 
 // Channel is a completion or event channel: a non-blocking file
@@ -246,39 +283,9 @@ type Channel interface {
 	// GetEvents consumes pending channel events (ibv_get_cq_event until
 	// EAGAIN) and returns how many; 0 and nil when none were pending.
 	GetEvents() (int, error)
-	// AckEvents acknowledges n events (ibv_ack_cq_events), in batches.
+	// AckEvents acknowledges n events (ibv_ack_cq_events), in batches;
+	// what is not yet acknowledged when the CQ is destroyed is then.
 	AckEvents(n int)
-}
-
-// LevelTriggered is implemented by channels whose fds are readable while
-// the CQ's Poll may return work (the software provider's receive CQ,
-// whose fds show its sockets' datagrams), and that need no arming and no
-// draining: a waiter polls once before it sleeps, and once on each wake.
-type LevelTriggered interface {
-	LevelTriggered() bool
-}
-
-// Kicker is implemented by channels with a second, narrower fd: one that
-// wakes a waiter more cheaply than Fd but does not show every completion.
-// The software provider's receive channel: Fd is an epoll set over the
-// QP's multicast and unicast sockets, NarrowFd the multicast socket alone
-// (the netpoller then wakes the reader without a nested epoll). Before
-// each sleep the waiter asks Narrow which fd to sleep on; while it sleeps
-// on NarrowFd, the channel calls the kick it was given for what NarrowFd
-// cannot show (a unicast datagram, receives posted into an empty queue),
-// from any goroutine, and the wait polls again. SetKick(nil) stops the
-// calls.
-type Kicker interface {
-	NarrowFd() int
-	Narrow() bool
-	SetKick(kick func()) error
-}
-
-// WakeHinter is implemented by level-triggered channels that can use the
-// news that their fd just woke a waiter: the next Poll may skip its
-// readiness check and read at once.
-type WakeHinter interface {
-	Woken()
 }
 
 // EventChannel carries an ID's asynchronous events.

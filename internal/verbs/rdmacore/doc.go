@@ -48,10 +48,13 @@
 //
 //   - Imm is a host value: SendWR.Imm is sent as htonl(Imm) and WC.Imm is
 //     ntohl(imm_data), so 0x01020304 is the bytes 01 02 03 04 on the wire.
-//   - Channel fds are non-blocking and owned by the channel (closed by
-//     ibv_destroy_comp_channel): dup them for a poller. GetEvents drains
-//     the channel; AckEvents batches ibv_ack_cq_events; events not acked
-//     when the ID closes are acked then.
+//   - Waiting is here (wait.go): a CQ's NewWaiter is a poller.Waiter on a
+//     dup of the completion channel's fd (channel fds are non-blocking and
+//     owned by the channel, closed by ibv_destroy_comp_channel) that runs
+//     the channel protocol: poll, arm, poll again, drain
+//     (ibv_get_cq_event until EAGAIN, one crossing), sleep. Events are
+//     acknowledged once, by AckEvents, which batches ibv_ack_cq_events;
+//     events not acked when the ID closes are acked then.
 //   - Multicast loopback is on: on rxe a QP joined as a full member
 //     receives its own multicast sends (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
 //     is refused by rxe and LoopbackBlocked reports false).

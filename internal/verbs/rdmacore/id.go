@@ -160,7 +160,8 @@ func (c *eventChannel) Next() (verbs.Event, bool, error) {
 	return verbs.Event{}, false, err
 }
 
-// joinPoll is how long Join sleeps in poll(2) between looks at ctx.
+// joinPoll is how long Join waits for the event channel, in the
+// netpoller, between looks at ctx.
 const joinPoll = 50 * time.Millisecond
 
 func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (verbs.Membership, error) {
@@ -185,6 +186,12 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (ve
 	if err != nil {
 		return verbs.Membership{}, err
 	}
+
+	cw, err := newCMWait(d.chFd) // waits in the netpoller (wait.go)
+	if err != nil {
+		return verbs.Membership{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	defer cw.close()
 
 	d.cmMu.Lock()
 	d.nextTag++
@@ -247,10 +254,9 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (ve
 				wait = max(left, time.Millisecond)
 			}
 		}
-		fds := []unix.PollFd{{Fd: int32(d.chFd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, int(wait/time.Millisecond)); err != nil && err != unix.EINTR {
+		if err := cw.wait(wait); err != nil {
 			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
-			return verbs.Membership{}, fmt.Errorf("%s: poll: %w", verb, err)
+			return verbs.Membership{}, fmt.Errorf("%s: wait for the event channel: %w", verb, err)
 		}
 	}
 

@@ -30,10 +30,8 @@ import (
 )
 
 const (
-	defaultSendDepth = 256
-	defaultRecvDepth = 512
-	batch            = C.RN_BATCH
-	ackBatch         = 32 // ibv_ack_cq_events takes a mutex: ack in batches
+	batch    = C.RN_BATCH
+	ackBatch = 32 // ibv_ack_cq_events takes a mutex: ack in batches
 )
 
 // qp is a UD QP created on the cm id, with its PD, CQs and channels.
@@ -78,15 +76,7 @@ func (d *id) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
 	if d.qp != nil {
 		return nil, fmt.Errorf("rdma_create_qp_ex: the ID already has a QP: %w", unix.EEXIST)
 	}
-	if cfg.SendDepth <= 0 {
-		cfg.SendDepth = defaultSendDepth
-	}
-	if cfg.RecvDepth <= 0 {
-		cfg.RecvDepth = defaultRecvDepth
-	}
-	if cfg.QKey == 0 {
-		cfg.QKey = verbs.DefaultQKey
-	}
+	cfg = cfg.WithDefaults()
 	if cfg.MaxInline < 0 {
 		cfg.MaxInline = 0
 	}

@@ -20,10 +20,12 @@ type sendCQ struct {
 	mu     sync.Mutex
 	closed bool
 	ring   []verbs.WC
+	depth  int // completions the CQ holds (the ring grows to it)
 	head   int
 	n      int
 	armed  bool
 	efd    int
+	waiter *sendWaiter // it holds efd once made
 }
 
 var _ verbs.CQ = (*sendCQ)(nil)
@@ -34,21 +36,27 @@ func (c *sendCQ) init(depth int) error {
 		return os.NewSyscallError("eventfd", err)
 	}
 	c.efd = efd
-	c.ring = make([]verbs.WC, depth)
+	c.depth = depth
+	c.ring = make([]verbs.WC, min(depth, sendCQRing))
 	return nil
 }
+
+// sendCQRing is the send CQ's first ring: selective signaling keeps few
+// completions queued, and the ring grows when more come.
+const sendCQRing = 16
 
 // room is how many completions fit; PostSend holds the send queue lock,
 // and only PostSend adds completions, so room only grows meanwhile.
 func (c *sendCQ) room() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.ring) - c.n
+	return c.depth - c.n
 }
 
 // push queues a completion; c.mu is held. A completion that finds the ring
-// full (only an unsignaled WR's error completion can: PostSend keeps room
-// for the signaled ones) grows it: an error completion is never dropped.
+// full grows it (up to the CQ's depth for signaled ones, which PostSend
+// keeps room for; past it only for an unsignaled WR's error completion):
+// a completion is never dropped.
 func (c *sendCQ) push(wc verbs.WC) {
 	if c.n == len(c.ring) {
 		ring := make([]verbs.WC, 2*len(c.ring))
@@ -125,8 +133,8 @@ const (
 // recvCQ is the receive CQ, and the receive queue it completes.
 //
 // Its channel fd is an epoll set over both sockets, EPOLLIN,
-// level-triggered: readable while a datagram waits. Its narrow fd
-// (verbs.Kicker) is the multicast socket alone, which the netpoller
+// level-triggered: readable while a datagram waits. Its waiter (wait.go)
+// may also sleep on a narrow fd, the multicast socket alone, which the netpoller
 // watches without a nested epoll. A waiter sleeps narrow while no unicast
 // datagram came in the last wideWaits waits; then the channel set drops
 // the multicast socket (its datagrams wake the netpoller once), and what
@@ -155,7 +163,7 @@ type recvCQ struct {
 	// would watch the socket itself for EPOLLOUT too, and it is the QP's
 	// sender). narrow (below) says which mode they are set for.
 	wideFd, uniEpFd int
-	// The kick (verbs.Kicker), and the watch on the unicast socket that
+	// The waiter's kick, and the watch on the unicast socket that
 	// calls it: a dup of the socket in the netpoller, and the goroutine's
 	// end.
 	kick      atomic.Pointer[func()]
@@ -171,10 +179,10 @@ type recvCQ struct {
 	// reading narrow, must look for (the watch saw some, or the mode
 	// just became narrow).
 	uniPending atomic.Bool
-	woken      atomic.Bool // the channel just woke a waiter (WakeHinter)
+	woken      atomic.Bool // the channel just woke the waiter
+	waiter     *recvWaiter // it holds wideFd and the multicast socket once made
 	last       int         // the socket the last datagram came from
-	single     bool        // wakes bring one datagram: read one slot
-	probe      bool        // a one-slot read happened: check for more
+	pace       pace        // how much a read after a wake asks for
 
 	// The receive queue: a deque of posted WRs, FIFO; a buffer a dropped
 	// datagram landed in goes back to the front.
@@ -182,14 +190,17 @@ type recvCQ struct {
 	head int
 	n    int
 
-	// recvmmsg scratch, one slot per datagram of a batch.
-	msgs  []mmsghdr
-	iov   [][4]unix.Iovec // header, buffer, tail; or the buffer in place
-	hdr   [][hdrSize]byte
-	tail  [][tailSize]byte
-	names []unix.RawSockaddrInet4
-	ctrl  [][ctrlSize]byte
-	kept  []rqEntry
+	// recvmmsg scratch, one slot per datagram of a batch; it grows to
+	// maxScratch slots when a read fills it (full).
+	maxScratch int
+	full       bool
+	msgs       []mmsghdr
+	iov        [][4]unix.Iovec // header, buffer, tail; or the buffer in place
+	hdr        [][hdrSize]byte
+	tail       [][tailSize]byte
+	names      []unix.RawSockaddrInet4
+	ctrl       [][ctrlSize]byte
+	kept       []rqEntry
 
 	turn   int
 	groups []mcGroup
@@ -254,16 +265,27 @@ func (c *recvCQ) init(q *QP, depth int) error {
 		return err
 	}
 	c.rq = make([]rqEntry, depth)
-	b := min(depth, recvBatch)
-	c.msgs = make([]mmsghdr, b)
-	c.iov = make([][4]unix.Iovec, b)
-	c.hdr = make([][hdrSize]byte, b)
-	c.tail = make([][tailSize]byte, b)
-	c.names = make([]unix.RawSockaddrInet4, b)
-	c.ctrl = make([][ctrlSize]byte, b)
-	c.kept = make([]rqEntry, b)
-	c.initScratch()
+	c.maxScratch = min(depth, recvBatch)
+	c.growScratch(min(c.maxScratch, firstScratch))
 	return nil
+}
+
+// firstScratch is how many datagrams the receive scratch first holds; a
+// read that fills it doubles it, up to recvBatch (or the queue depth),
+// so a conn that sees a stream pays for batches and one that does not
+// keeps a few hundred bytes a slot.
+const firstScratch = 8
+
+// growScratch makes the recvmmsg scratch n slots; no read is in progress.
+func (c *recvCQ) growScratch(n int) {
+	c.msgs = make([]mmsghdr, n)
+	c.iov = make([][4]unix.Iovec, n)
+	c.hdr = make([][hdrSize]byte, n)
+	c.tail = make([][tailSize]byte, n)
+	c.names = make([]unix.RawSockaddrInet4, n)
+	c.ctrl = make([][ctrlSize]byte, n)
+	c.kept = make([]rqEntry, n)
+	c.initScratch()
 }
 
 func (c *recvCQ) findGroup(a [4]byte) int {
@@ -293,20 +315,16 @@ type recvChannel recvCQ
 
 func (ch *recvChannel) Fd() int { return ch.wideFd }
 
-// NarrowFd implements verbs.Kicker: the multicast socket.
-func (ch *recvChannel) NarrowFd() int { return ch.q.mcFd }
-
 // wideWaits is how many waits after a unicast datagram sleep on the epoll
 // set, which a unicast datagram wakes directly; sleeping narrow, each
 // would cost a kick (a goroutine hand-off and two deadline changes,
 // about 3 µs on the test machine).
 const wideWaits = 64
 
-// Narrow implements verbs.Kicker: sleep on the multicast socket unless a
-// unicast datagram came within the last wideWaits waits. Only the waiter
-// calls it, before each sleep.
-func (ch *recvChannel) Narrow() bool {
-	c := (*recvCQ)(ch)
+// sleepNarrow says whether the waiter sleeps on the multicast socket: yes
+// unless a unicast datagram came within the last wideWaits waits. Only the
+// waiter calls it, before each sleep.
+func (c *recvCQ) sleepNarrow() bool {
 	want := true
 	if c.wide.Load() > 0 {
 		c.wide.Add(-1)
@@ -362,10 +380,9 @@ func epollSet(epfd, fd int, add bool) error {
 	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
-// SetKick implements verbs.Kicker. The first kick set starts the watch on
-// the unicast socket; it runs until the QP is destroyed.
-func (ch *recvChannel) SetKick(kick func()) error {
-	c := (*recvCQ)(ch)
+// setKick sets the waiter's kick (nil: none). The first kick set starts
+// the watch on the unicast socket; it runs until the QP is destroyed.
+func (c *recvCQ) setKick(kick func()) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if kick == nil {
@@ -379,14 +396,11 @@ func (ch *recvChannel) SetKick(kick func()) error {
 	if c.watch != nil {
 		return nil
 	}
-	fd, err := unix.FcntlInt(uintptr(c.uniEpFd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
-	}
-	f := os.NewFile(uintptr(fd), "rdmanet-soft-unicast")
+	// The watch's file takes over the epoll set (no dup): stopWatch
+	// closes it.
+	f := os.NewFile(uintptr(c.uniEpFd), "rdmanet-soft-unicast")
 	rc, err := f.SyscallConn()
 	if err != nil {
-		f.Close()
 		return fmt.Errorf("soft: unicast watch: %w", err)
 	}
 	c.watch, c.watchDone = f, make(chan struct{})
@@ -420,12 +434,14 @@ func (c *recvCQ) kickWaiter() {
 	}
 }
 
-// stopWatch ends the unicast watch and waits for its goroutine.
+// stopWatch ends the unicast watch and waits for its goroutine; closing
+// the watch's file closes the epoll set it watched.
 func (c *recvCQ) stopWatch() {
 	if c.watch != nil {
 		c.watch.Close()
 		<-c.watchDone
 		c.watch = nil
+		c.uniEpFd = -1
 	}
 }
 
@@ -435,6 +451,31 @@ func (ch *recvChannel) GetEvents() (int, error) { return 0, nil }
 
 // AckEvents does nothing.
 func (ch *recvChannel) AckEvents(int) {}
+
+// pace is how much a read after a wake asks for, learnt from the traffic.
+type pace uint8
+
+const (
+	// paceStream: wakes find several datagrams; read whole batches.
+	paceStream pace = iota
+	// paceSingle: each wake brings one datagram (request/response); read
+	// one slot, which saves recvmmsg's extra attempt.
+	paceSingle
+	// paceProbe: a one-slot read happened; the next look tells whether
+	// more were already waiting (a stream) or not.
+	paceProbe
+)
+
+// pollPlan is how one Poll reads: which sockets may hold datagrams
+// (drained: known empty), which to read first, and how.
+type pollPlan struct {
+	drained [2]bool
+	start   int
+	single  bool // the first read takes one slot (paceSingle)
+	probing bool // a one-slot read came before: a datagram found now means a stream
+	woken   bool // the channel just woke the waiter
+	direct  bool // sleeping narrow: the unicast socket was read only if pending
+}
 
 // Poll reads datagrams into the posted receive buffers, at most as many as
 // there are posted receives and as fit in wcs, validates them (headers,
@@ -447,92 +488,106 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	if err := c.q.usable("ibv_poll_cq", c.closed); err != nil {
 		return 0, err
 	}
-	socks := [2]int{c.q.mcFd, c.q.uniFd}
 	if c.n == 0 {
 		return 0, nil
 	}
-	drained := [2]bool{true, true}
-	start := c.turn
-	c.turn ^= 1
-	woken := c.woken.Load() && c.woken.Swap(false) // no locked op when unset
-	single := woken && c.single
-	probing := false // a read of the multicast socket tells a stream
-	direct := false
-	if woken {
-		// Just woken by the channel: something is there, most likely
-		// where the last datagram came from. Read there first.
-		drained = [2]bool{false, false}
-		start = c.last
-	} else if c.narrow.Load() {
-		// Sleeping narrow: read the multicast socket directly (a
-		// one-slot read that finds nothing costs less than the
-		// epoll_wait), and the unicast socket only when the watch saw
-		// datagrams there or the mode just became narrow: otherwise
-		// its datagrams kick the waiter, which then polls again.
-		direct = true
-		drained = [2]bool{false, !(c.uniPending.Load() && c.uniPending.Swap(false))}
-		single = c.single
-		probing, c.probe = c.probe, false
-	} else {
-		// Sleeping wide: ask the channel set which sockets have
-		// datagrams, one syscall for both, and read only those.
-		nev, err := epollWait(c.wideFd, c.evs[:])
-		if err != nil && err != unix.EINTR {
-			return 0, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
+	if c.full {
+		c.full = false
+		if len(c.msgs) < c.maxScratch {
+			c.growScratch(min(2*len(c.msgs), c.maxScratch))
 		}
-		if c.probe {
-			// The last wake read one datagram; more already waiting
-			// means a stream, where wakes should read whole batches.
-			c.probe = false
-			if nev > 0 {
-				c.single = false
-			}
-		}
-		for _, ev := range c.evs[:max(nev, 0)] {
-			for i, fd := range socks {
-				if int(ev.Fd) == fd {
-					drained[i] = false
-				}
-			}
-		}
-		// An empty multicast socket is dry too.
-		c.mcDry = c.mcDry || drained[0]
 	}
+	var p pollPlan
+	var err error
+	turn := c.turn // which socket a read not after a wake starts with
+	c.turn ^= 1
+	switch woken := c.woken.Load() && c.woken.Swap(false); { // no locked op when unset
+	case woken:
+		p = c.planWoken()
+	case c.narrow.Load():
+		p = c.planNarrow(turn)
+	default:
+		if p, err = c.planWide(turn); err != nil {
+			return 0, err
+		}
+	}
+	n, err := c.read(&p, wcs)
+	if p.direct && !p.drained[1] {
+		c.uniPending.Store(true) // not read dry: read it next time
+	}
+	return n, err
+}
+
+// planWoken: just woken by the channel, so something is there, most
+// likely where the last datagram came from: read there first.
+func (c *recvCQ) planWoken() pollPlan {
+	return pollPlan{start: c.last, woken: true, single: c.pace != paceStream}
+}
+
+// planNarrow: sleeping narrow, read the multicast socket directly (a
+// one-slot read that finds nothing costs less than the epoll_wait), and
+// the unicast socket only when the watch saw datagrams there or the mode
+// just became narrow: otherwise its datagrams kick the waiter, which then
+// polls again.
+func (c *recvCQ) planNarrow(turn int) pollPlan {
+	p := pollPlan{start: turn, direct: true, single: c.pace != paceStream}
+	p.drained[1] = !(c.uniPending.Load() && c.uniPending.Swap(false))
+	if c.pace == paceProbe {
+		p.probing, c.pace = true, paceSingle
+	}
+	return p
+}
+
+// planWide: sleeping wide, ask the channel set which sockets have
+// datagrams, one syscall for both, and read only those.
+func (c *recvCQ) planWide(turn int) (pollPlan, error) {
+	p := pollPlan{start: turn, drained: [2]bool{true, true}}
+	nev, err := epollWait(c.wideFd, c.evs[:])
+	if err != nil && err != unix.EINTR {
+		return p, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("epoll_wait", err))
+	}
+	if c.pace == paceProbe {
+		// The last wake read one datagram; more already waiting means
+		// a stream, where wakes should read whole batches.
+		c.pace = paceSingle
+		if nev > 0 {
+			c.pace = paceStream
+		}
+	}
+	for _, ev := range c.evs[:max(nev, 0)] {
+		if int(ev.Fd) == c.q.mcFd {
+			p.drained[0] = false
+		} else if int(ev.Fd) == c.q.uniFd {
+			p.drained[1] = false
+		}
+	}
+	c.mcDry = c.mcDry || p.drained[0] // an empty multicast socket is dry too
+	return p, nil
+}
+
+// read reads as p says until a completion is found or both sockets are
+// dry: a reader sleeps on the channel only after Poll returned 0, and the
+// channel must not be readable then (bad datagrams are dropped on the
+// way).
+func (c *recvCQ) read(p *pollPlan, wcs []verbs.WC) (int, error) {
+	socks := [2]int{c.q.mcFd, c.q.uniFd}
 	n := 0
-	// Read until a completion is found or both sockets are dry: a reader
-	// sleeps on the channel only after Poll returned 0, and the channel
-	// must not be readable then (bad datagrams are dropped on the way).
-	for round := 0; n < len(wcs) && c.n > 0 && !(drained[0] && drained[1]); round++ {
-		s := (start + round) & 1
-		if drained[s] {
+	for round := 0; n < len(wcs) && c.n > 0 && !(p.drained[0] && p.drained[1]); round++ {
+		s := (p.start + round) & 1
+		if p.drained[s] {
 			continue
 		}
 		k := min(len(wcs)-n, c.n, len(c.msgs))
-		if single && n == 0 {
-			// Request/response traffic: a waiter that slept wants one
-			// datagram soon, and a one-slot read saves recvmmsg's extra
-			// attempt. Anything else queued stays for the next Poll (the
-			// channel stays readable).
+		if p.single && n == 0 {
+			// A waiter that slept wants one datagram soon; anything
+			// else queued stays for the next Poll (the channel stays
+			// readable).
 			k = 1
-			c.probe = true
+			c.pace = paceProbe
 		}
-		c.bare, c.bareDst = false, [4]byte{}
-		if c.q.addrOnly {
-			if s == 1 {
-				c.bare, c.bareDst = true, c.q.unicast
-			} else if c.soleOK && c.mcDry {
-				c.bare, c.bareDst = true, c.sole
-			}
-			if s == 0 {
-				c.mcOrigDst(!c.bare)
-			}
-		}
-		if c.bare {
-			c.nBare++
-		}
-		got, err := c.recv(socks[s], k, c.bare)
+		got, err := c.recv(socks[s], k, c.chooseBare(s))
 		if err == unix.EAGAIN {
-			drained[s] = true
+			p.drained[s] = true
 			c.mcDry = c.mcDry || s == 0
 			continue
 		}
@@ -540,32 +595,57 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 			return n, fmt.Errorf("soft: ibv_poll_cq: %w", os.NewSyscallError("recvmmsg", err))
 		}
 		if got < k {
-			drained[s] = true
+			p.drained[s] = true
 			c.mcDry = c.mcDry || s == 0
+		} else if got == len(c.msgs) {
+			c.full = true // a stream: read bigger batches from the next Poll
 		}
 		n += c.complete(s, got, wcs[n:])
 		if got > 0 {
-			c.last = s
-			if s == 1 {
-				c.wide.Store(wideWaits)
-			}
-			if probing && s == 0 {
-				c.single = false // one was already waiting: a stream
-			}
-			if woken && !single {
-				c.single = got == 1 // one datagram per wake: request/response
-			}
+			c.learn(p, s, got)
 		}
-		if n > 0 && (drained[s] || single) {
+		if n > 0 && (p.drained[s] || p.single) {
 			// Deliver now rather than spend a syscall on the other
 			// socket; the next Poll starts there.
 			break
 		}
 	}
-	if direct && !drained[1] {
-		c.uniPending.Store(true) // not read dry: read it next time
-	}
 	return n, nil
+}
+
+// learn notes where got datagrams came from and what that says of the
+// traffic.
+func (c *recvCQ) learn(p *pollPlan, sock, got int) {
+	c.last = sock
+	if sock == 1 {
+		c.wide.Store(wideWaits)
+	}
+	switch {
+	case p.probing && sock == 0:
+		c.pace = paceStream // one was already waiting: a stream
+	case p.woken && !p.single && got == 1:
+		c.pace = paceSingle // one datagram per wake: request/response
+	}
+}
+
+// chooseBare decides whether the read of socket sock is bare (no control
+// messages) and sets the multicast socket's IP_RECVORIGDSTADDR to match.
+func (c *recvCQ) chooseBare(sock int) bool {
+	c.bare, c.bareDst = false, [4]byte{}
+	if c.q.addrOnly {
+		if sock == 1 {
+			c.bare, c.bareDst = true, c.q.unicast
+		} else if c.soleOK && c.mcDry {
+			c.bare, c.bareDst = true, c.sole
+		}
+		if sock == 0 {
+			c.mcOrigDst(!c.bare)
+		}
+	}
+	if c.bare {
+		c.nBare++
+	}
+	return c.bare
 }
 
 // inPlaceSlack is what a posted buffer needs past GRH + MTU for the
@@ -694,6 +774,53 @@ func (v *rxView) copyOut(dst []byte, from int) {
 	}
 }
 
+// forUs checks a datagram's destination QP (this QP, or a group the QP
+// receives from on the multicast socket) and Q_Key.
+func (c *recvCQ) forUs(h *Header, sock int, dst [4]byte) DropReason {
+	switch {
+	case h.DestQPN == c.q.qpn:
+	case h.DestQPN == verbs.MulticastQPN && sock == 0:
+		if g := c.findGroup(dst); g < 0 || c.groups[g].sendOnly {
+			return DropNotForUs
+		}
+	default:
+		return DropNotForUs
+	}
+	if h.QKey != c.q.qkey {
+		return DropBadQKey
+	}
+	return Accepted
+}
+
+// checkICRC checks the ICRC of v (n bytes from src:sport to dst) and
+// returns the IP ID and DF flag that make it match, which the socket
+// does not show (see SolveIPv4ID); ok is false when none does.
+func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n int) (id uint16, df, ok bool) {
+	// Guess ID 0 with DF, as RoCEv2 senders send (rxe, NICs, this
+	// backend): then the difference to solve is 0 and solving is free.
+	crc := c.icrc.start(src, dst, 0, true, sport, UDPPort, udpHdrSize+n, v.s[0])
+	crc = v.crc(crc, hdrSize, n-ICRCSize)
+	var icrc [ICRCSize]byte
+	v.copyOut(icrc[:], n-ICRCSize)
+	id, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	return id, !dfFlipped, ok
+}
+
+// view is datagram i of n bytes, which landed in buf (and, scattered, in
+// slot i's scratch), and its first hdrSize bytes.
+func (c *recvCQ) view(i int, buf []byte, n int) (v rxView, hdr []byte) {
+	if c.msgs[i].Hdr.Iovlen == 1 { // in place: the datagram is whole from GRH-20
+		v.s[0] = buf[verbs.GRHSize-hdrSize:][:n]
+		return v, v.s[0][:min(n, hdrSize)]
+	}
+	body := buf[verbs.GRHSize:]
+	v.s[0] = c.hdr[i][:min(n, hdrSize)]
+	rest := max(n-hdrSize, 0)
+	v.s[1] = body[:min(rest, len(body))]
+	v.s[2] = c.tail[i][:rest-len(v.s[1])]
+	return v, v.s[0]
+}
+
 // accept validates datagram i, which landed in e's buffer, and on success
 // fills wc.
 func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
@@ -713,17 +840,7 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		return DropTooLong
 	}
 	body := e.buf[verbs.GRHSize:]
-	var v rxView
-	hdr := c.hdr[i][:]
-	if m.Hdr.Iovlen == 1 { // in place: the datagram is whole from GRH-20
-		v.s[0] = e.buf[verbs.GRHSize-hdrSize:][:n]
-		hdr = v.s[0][:min(n, hdrSize)]
-	} else {
-		v.s[0] = hdr[:min(n, hdrSize)]
-		rest := max(n-hdrSize, 0)
-		v.s[1] = body[:min(rest, len(body))]
-		v.s[2] = c.tail[i][:rest-len(v.s[1])]
-	}
+	v, hdr := c.view(i, e.buf, n)
 
 	h := &c.hd
 	if r := decodeHeaders(hdr, n, h); r != Accepted {
@@ -734,42 +851,45 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		v.copyOut(imm[:], hdrSize)
 		h.Imm = binary.BigEndian.Uint32(imm[:])
 	}
-	switch {
-	case h.DestQPN == q.qpn:
-	case h.DestQPN == verbs.MulticastQPN && sock == 0:
-		if g := c.findGroup(meta.dst); g < 0 || c.groups[g].sendOnly {
-			return DropNotForUs
-		}
-	default:
-		return DropNotForUs
-	}
-	if h.QKey != q.qkey {
-		return DropBadQKey
+	if r := c.forUs(h, sock, meta.dst); r != Accepted {
+		return r
 	}
 	plen := h.payloadLen(n)
 	if plen > len(body) {
 		return DropTooLong
 	}
 	src := c.names[i].Addr
-	sport := ntohs(c.names[i].Port)
-	// Guess ID 0 with DF, as RoCEv2 senders send (rxe, NICs, this
-	// backend): then the difference to solve is 0 and solving is free.
-	crc := c.icrc.start(src, meta.dst, 0, true, sport, UDPPort, udpHdrSize+n, v.s[0])
-	crc = v.crc(crc, hdrSize, n-ICRCSize)
-	var icrc [ICRCSize]byte
-	v.copyOut(icrc[:], n-ICRCSize)
-	id, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	id, df, ok := c.checkICRC(&v, src, ntohs(c.names[i].Port), meta.dst, n)
 	if !ok {
 		return DropBadICRC
 	}
-	df := !dfFlipped
 	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
 		return DropSelf
 	}
 	if h.HasImm() {
 		v.copyOut(body[:plen], maxHdrSize)
 	}
-	grh := e.buf[:verbs.GRHSize]
+	fillGRH(e.buf[:verbs.GRHSize], meta, src, id, df, n)
+	*wc = verbs.WC{
+		WRID:    e.wrid,
+		Status:  verbs.WCSuccess,
+		Opcode:  verbs.WCRecv,
+		Flags:   verbs.WCGRH,
+		ByteLen: uint32(verbs.GRHSize + plen),
+		QPN:     q.qpn,
+		SrcQP:   h.SrcQPN,
+	}
+	if h.HasImm() {
+		wc.Flags |= verbs.WCWithImm
+		wc.Imm = h.Imm
+	}
+	return Accepted
+}
+
+// fillGRH writes the GRH area as rxe fills it for RoCEv2 over IPv4:
+// bytes 0-19 zero, then the datagram's IPv4 header (n bytes of UDP
+// payload, IP ID id, DF as df, from src to meta.dst).
+func fillGRH(grh []byte, meta *rxMeta, src [4]byte, id uint16, df bool, n int) {
 	clear(grh[:20])
 	ip := grh[20:]
 	ip[0] = 0x45
@@ -787,21 +907,6 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	copy(ip[12:16], src[:])
 	copy(ip[16:20], meta.dst[:])
 	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
-
-	*wc = verbs.WC{
-		WRID:    e.wrid,
-		Status:  verbs.WCSuccess,
-		Opcode:  verbs.WCRecv,
-		Flags:   verbs.WCGRH,
-		ByteLen: uint32(verbs.GRHSize + plen),
-		QPN:     q.qpn,
-		SrcQP:   h.SrcQPN,
-	}
-	if h.HasImm() {
-		wc.Flags |= verbs.WCWithImm
-		wc.Imm = h.Imm
-	}
-	return Accepted
 }
 
 // ipv4Checksum is the IPv4 header checksum of h (checksum field zero).

@@ -59,15 +59,18 @@
 //
 // # Receiving
 //
-// The receive CQ's channel fd is an epoll set over both sockets, and its
-// narrow fd (verbs.Kicker) the multicast socket alone, which a waiter's
+// Waiting is the backend's own (wait.go): each CQ's NewWaiter is a
+// poller.Waiter in the netpoller, and the consumer only calls WaitPoll.
+// The receive CQ's waiter sleeps on one of two fds: an epoll set over
+// both sockets (wide), or the multicast socket alone (narrow), which the
 // netpoller then watches directly (no nested epoll on the wake-up path).
-// A waiter sleeps narrow unless a unicast datagram came within its last
-// 64 waits. While it sleeps narrow, what the narrow fd cannot show goes
-// through the kick the waiter registers (verbs.Kicker): a unicast
-// datagram, which the one goroutine of a QP watches for through an epoll
-// set holding only the unicast socket's EPOLLIN (the socket itself would
-// also wake it on every send), and receives posted into an empty queue.
+// It sleeps narrow unless a unicast datagram came within its last 64
+// waits. While it sleeps narrow, the CQ kicks it for what the narrow fd
+// cannot show: a unicast datagram, which the one goroutine of a QP
+// watches for through an epoll set holding only the unicast socket's
+// EPOLLIN (the socket itself would also wake it on every send), and
+// receives posted into an empty queue. The send CQ's waiter arms,
+// polls again and reads its eventfd dry, as on a device.
 // RecvCQ().Poll does the work, straight into the posted buffers:
 // sleeping narrow it reads the multicast socket directly (recvfrom or
 // recvmsg for one datagram when traffic is request/response, recvmmsg

@@ -44,3 +44,24 @@ func FakePortHolder(pid int, comm string, rxe bool) (restore func()) {
 	portHolder = func() holder { return holder{pid: pid, comm: comm, rxe: rxe} }
 	return func() { portHolder = findPortHolder }
 }
+
+// RecvWaiterHooks are what the receive CQ's waiter uses to sleep narrow
+// (wait.go): the narrow fd, whether to sleep on it, and the kick.
+type RecvWaiterHooks interface {
+	NarrowFd() int
+	Narrow() bool
+	SetKick(kick func()) error
+}
+
+// RecvWaiterHooksOf returns q's receive CQ's waiter hooks.
+func RecvWaiterHooksOf(q *QP) RecvWaiterHooks { return recvHooks{&q.rcq} }
+
+type recvHooks struct{ c *recvCQ }
+
+func (h recvHooks) NarrowFd() int             { return h.c.q.mcFd }
+func (h recvHooks) Narrow() bool              { return h.c.sleepNarrow() }
+func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
+
+// WakeRecvCQ tells q's receive CQ, as its waiter does, that its fd just
+// woke the wait.
+func WakeRecvCQ(q *QP) { q.rcq.woken.Store(true) }

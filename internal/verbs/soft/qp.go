@@ -17,14 +17,13 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-// QP defaults and limits.
+// QP limits (the defaults are the model's: verbs.QPConfig.WithDefaults).
 const (
-	defaultSendDepth = 256
-	defaultRecvDepth = 512
-	maxInline        = 4096
-	recvBatch        = 64      // datagrams per recvmmsg
-	sockBufBytes     = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
-	maxQPNTries      = 256
+	maxInline    = 4096
+	recvBatch    = 64      // datagrams per recvmmsg
+	sendScratch  = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
+	sockBufBytes = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
+	maxQPNTries  = 256
 )
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
@@ -153,26 +152,17 @@ var grhOpts = []sockopt{
 
 func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	r := id.r
+	cfg = cfg.WithDefaults()
 	sdepth, rdepth := cfg.SendDepth, cfg.RecvDepth
-	if sdepth <= 0 {
-		sdepth = defaultSendDepth
-	}
-	if rdepth <= 0 {
-		rdepth = defaultRecvDepth
-	}
 	if sdepth > maxQPWR || rdepth > maxQPWR {
 		return nil, fmt.Errorf("soft: ibv_create_qp: depth %d/%d over %d", sdepth, rdepth, maxQPWR)
 	}
 	if cfg.MaxInline > maxInline {
 		return nil, fmt.Errorf("soft: ibv_create_qp: max inline %d over %d: %w", cfg.MaxInline, maxInline, verbs.ErrNotSupported)
 	}
-	qkey := cfg.QKey
-	if qkey == 0 {
-		qkey = verbs.DefaultQKey
-	}
 	q = &QP{
 		id:        id,
-		qkey:      qkey,
+		qkey:      cfg.QKey,
 		mtu:       r.mtu,
 		ifindex:   r.ifi.Index,
 		ifaddr:    [4]byte(r.ip.To4()),
@@ -182,6 +172,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		uniFd:     -1,
 		mcFd:      -1,
 	}
+	q.unicast = q.ifaddr
 	q.scq.efd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1
 	built := q // the error returns below set q to nil
 	defer func() {
@@ -192,71 +183,20 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	}()
 	q.mrs.Store(new([]*mr))
 
-	rx := rxOpts[:len(rxOpts):len(rxOpts)]
-	if !cfg.GRHAddressesOnly {
-		rx = append(rx, grhOpts...)
+	tx, mc := qpSockopts(cfg)
+	if err = q.reserveQPN(); err != nil {
+		return nil, err
 	}
-	uniRx := rx
-	if cfg.GRHAddressesOnly {
-		// Every read of the unicast socket is bare: its datagrams are
-		// for the address it is bound to, and SO_MEMINFO counts drops.
-		uniRx = withoutCmsgs(rx)
-	}
-	txOpts := append(uniRx[:len(uniRx):len(uniRx)],
-		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
-		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
-	)
-	for try := 0; ; try++ {
-		if try == maxQPNTries {
-			return nil, errors.New("no free QPN found")
-		}
-		qpn := 2 + rand.Uint32N(0xFFFFFE-1) // [2, 0xFFFFFE]
-		fd, err := reserveQPN(qpn)
-		if err == unix.EADDRINUSE {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reserve QPN: %w", err)
-		}
-		q.qpn, q.qpnFd = qpn, fd
-		break
-	}
-	q.unicast = q.ifaddr
 	if r.loopbak {
 		q.unicast = qpnAddr(q.qpn)
 	}
-	if q.uniFd, err = udpSocket(txOpts); err != nil {
+	if err = q.openUnicast(tx); err != nil {
 		return nil, fmt.Errorf("unicast socket: %w", err)
 	}
-	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
-		return nil, fmt.Errorf("unicast socket: %w", err)
-	}
-	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
-	// CAP_NET_RAW in the network namespace: root, or a namespace of its
-	// own), spares each send the kernel's check that the source address
-	// is local: 127.q.q.q is no interface's address, so the check falls
-	// back to a FIB lookup, about 0.13 µs a datagram. The address is
-	// local either way, and nothing else changes; without the right the
-	// option is left off.
-	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
-	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
-	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
-		return nil, fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
-	}
-	mcRx := rx
-	if cfg.GRHAddressesOnly {
-		// Drops are read with SO_MEMINFO; IP_RECVORIGDSTADDR is
-		// switched as reads need it (recvCQ.mcOrigDst).
-		mcRx = withoutOpt(rx, unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
-	}
-	mcOpts := append(mcRx[:len(mcRx):len(mcRx)],
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
 	// The multicast socket is bound at the first join to receive: until
 	// then (and for good on a send-only QP) it sits in no port table, so
 	// the kernel does not look at it for every datagram to port 4791.
-	if q.mcFd, err = udpSocket(mcOpts); err != nil {
+	if q.mcFd, err = udpSocket(mc); err != nil {
 		return nil, fmt.Errorf("multicast socket: %w", err)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
@@ -271,10 +211,94 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	return q, nil
 }
 
-// closeFds closes every fd the QP holds; leaving the groups is implied by
-// closing the multicast socket.
+// qpSockopts are the options of a QP's unicast socket (tx: it sends and
+// receives) and multicast socket (mc).
+func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
+	rx := rxOpts[:len(rxOpts):len(rxOpts)]
+	if !cfg.GRHAddressesOnly {
+		rx = append(rx, grhOpts...)
+	}
+	uniRx := rx
+	if cfg.GRHAddressesOnly {
+		// Every read of the unicast socket is bare: its datagrams are
+		// for the address it is bound to, and SO_MEMINFO counts drops.
+		uniRx = withoutCmsgs(rx)
+	}
+	tx = append(uniRx[:len(uniRx):len(uniRx)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
+		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
+	)
+	mcRx := rx
+	if cfg.GRHAddressesOnly {
+		// Drops are read with SO_MEMINFO; IP_RECVORIGDSTADDR is
+		// switched as reads need it (recvCQ.mcOrigDst).
+		mcRx = withoutOpt(rx, unix.SOL_SOCKET, unix.SO_RXQ_OVFL)
+	}
+	mc = append(mcRx[:len(mcRx):len(mcRx)],
+		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0, "IP_MULTICAST_ALL"})
+	return tx, mc
+}
+
+// reserveQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
+// the network namespace.
+func (q *QP) reserveQPN() error {
+	for range maxQPNTries {
+		qpn := 2 + rand.Uint32N(0xFFFFFE-1)
+		fd, err := reserveQPN(qpn)
+		if err == unix.EADDRINUSE {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reserve QPN: %w", err)
+		}
+		q.qpn, q.qpnFd = qpn, fd
+		return nil
+	}
+	return errors.New("no free QPN found")
+}
+
+// openUnicast makes the unicast socket, bound to the QP's address, the
+// one every send goes out of.
+func (q *QP) openUnicast(opts []sockopt) error {
+	var err error
+	if q.uniFd, err = udpSocket(opts); err != nil {
+		return err
+	}
+	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
+		return err
+	}
+	// IP_TRANSPARENT, where the process may set it (CAP_NET_ADMIN or
+	// CAP_NET_RAW in the network namespace: root, or a namespace of its
+	// own), spares each send the kernel's check that the source address
+	// is local: 127.q.q.q is no interface's address, so the check falls
+	// back to a FIB lookup, about 0.13 µs a datagram. The address is
+	// local either way, and nothing else changes; without the right the
+	// option is left off.
+	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
+	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
+	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
+		return fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
+	}
+	return nil
+}
+
+// closeFds closes every fd the QP holds, those its CQs' waiters took over
+// through the waiters; leaving the groups is implied by closing the
+// multicast socket.
 func (q *QP) closeFds() error {
 	var first error
+	if w := q.rcq.waiter; w != nil {
+		first = w.w.Close() // the epoll set and the multicast socket
+		q.rcq.wideFd, q.mcFd = -1, -1
+	}
+	if w := q.scq.waiter; w != nil {
+		if err := w.w.Close(); err != nil && first == nil { // the eventfd
+			first = err
+		}
+		q.scq.efd = -1
+	}
 	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd, &q.qpnFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
@@ -294,12 +318,9 @@ func (q *QP) close() error {
 	defer q.scq.mu.Unlock()
 	defer q.rcq.mu.Unlock()
 	q.sq.closed, q.scq.closed, q.rcq.closed = true, true, true
-	for _, g := range q.rcq.groups {
-		if !g.sendOnly {
-			unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP,
-				&unix.IPMreqn{Multiaddr: g.addr, Address: q.ifaddr, Ifindex: int32(q.ifindex)})
-		}
-	}
+	// Closing the multicast socket leaves its groups (the kernel's
+	// ip_mc_drop_socket, as for any UDP socket): no IP_DROP_MEMBERSHIP
+	// each. Nothing else holds the socket: the waiter has it, not a dup.
 	q.rcq.groups = nil
 	q.rcq.rq = nil
 	q.rcq.stopWatch()
@@ -629,11 +650,14 @@ type sendQueue struct {
 	gso     bool       // UDP_SEGMENT works on this socket
 	segID   []uint16   // each slot's IP ID (its index in its run)
 	dlen    []int      // each slot's UDP payload length
+	dst     [][4]byte  // each slot's destination address
 	runs    []int      // the first slot of each run of the batch
 	slotIdx []int      // 0, 1, ... depth: runs of one slot each
 	gmsgs   []mmsghdr  // one message per run
 	gctrl   [][24]byte // each run's UDP_SEGMENT cmsg
 	flat    []byte     // a lone datagram, gathered for sendto
+	// maxScratch is the most slots the scratch above grows to.
+	maxScratch int
 }
 
 // GSO limits: UDP_MAX_SEGMENTS in every kernel since 4.18, and an IPv4
@@ -643,25 +667,38 @@ const (
 	maxGSOBytes = 0xFFFF - ipv4HdrSize - udpHdrSize
 )
 
+// init makes the send queue with a scratch of firstScratch slots; a post
+// of more WRs grows it (grow), up to sendScratch, and a post of more than
+// that goes out in batches of sendScratch.
 func (s *sendQueue) init(q *QP, depth int) error {
 	s.psn = rand.Uint32N(1 << 24)
-	s.hdr = make([][maxHdrSize]byte, depth)
-	s.tail = make([][8]byte, depth)
-	s.iov = make([][3]unix.Iovec, depth)
-	s.names = make([]unix.RawSockaddrInet4, depth)
-	s.msgs = make([]mmsghdr, depth)
-	s.status = make([]verbs.WCStatus, depth)
-	s.errno = make([]unix.Errno, depth)
-	s.segID = make([]uint16, depth)
-	s.dlen = make([]int, depth)
+	s.maxScratch = min(depth, sendScratch)
 	s.flat = make([]byte, maxHdrSize+q.mtu+8)
-	s.runs = make([]int, 0, depth+1)
-	s.slotIdx = make([]int, depth+1)
+	s.grow(min(s.maxScratch, firstScratch))
+	// A kernel without UDP GSO (before 4.18) refuses the option.
+	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
+	return nil
+}
+
+// grow makes the send scratch n slots; no post is in progress.
+func (s *sendQueue) grow(n int) {
+	s.hdr = make([][maxHdrSize]byte, n)
+	s.tail = make([][8]byte, n)
+	s.iov = make([][3]unix.Iovec, n)
+	s.names = make([]unix.RawSockaddrInet4, n)
+	s.msgs = make([]mmsghdr, n)
+	s.status = make([]verbs.WCStatus, n)
+	s.errno = make([]unix.Errno, n)
+	s.segID = make([]uint16, n)
+	s.dlen = make([]int, n)
+	s.dst = make([][4]byte, n)
+	s.runs = make([]int, 0, n+1)
+	s.slotIdx = make([]int, n+1)
 	for i := range s.slotIdx {
 		s.slotIdx[i] = i
 	}
-	s.gmsgs = make([]mmsghdr, depth)
-	s.gctrl = make([][24]byte, depth)
+	s.gmsgs = make([]mmsghdr, n)
+	s.gctrl = make([][24]byte, n)
 	for i := range s.msgs {
 		s.names[i].Family = unix.AF_INET
 		s.names[i].Port = htons(UDPPort)
@@ -671,9 +708,6 @@ func (s *sendQueue) init(q *QP, depth int) error {
 		m.Iov = &s.iov[i][0]
 		m.SetIovlen(3)
 	}
-	// A kernel without UDP GSO (before 4.18) refuses the option.
-	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
-	return nil
 }
 
 // PostSend builds each WR's headers and ICRC into its slot and sends the
@@ -714,98 +748,117 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 }
 
 // prepare fills slots for up to len(slots) WRs and returns how many; err
-// says why the next one could not be.
+// says why the next one could not be. Each WR's headers go into its slot
+// (encode), the batch is cut into GSO runs (cutRuns), then each datagram
+// is sealed with the ICRC for the IP ID its place in its run gives it
+// (seal).
 func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 	s := &q.sq
+	if len(wrs) > len(s.msgs) && len(s.msgs) < s.maxScratch {
+		s.grow(min(max(len(wrs), 2*len(s.msgs)), s.maxScratch))
+	}
 	room := q.scq.room()
 	k := min(len(wrs), len(s.msgs))
-	s.runs = s.runs[:0]
-	runLen, runBytes, runOpen := 0, 0, false
+	var err error
 	for i := range k {
-		wr := &wrs[i]
-		a, ok := wr.AH.(*ah)
-		if !ok || a == nil || a.qp != q {
-			return i, fmt.Errorf("WR %d: AH not created on this QP", i)
+		if err = q.encode(i, &wrs[i], &room); err != nil {
+			k = i
+			break
 		}
-		if a.closed.Load() {
-			return i, fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
-		}
-		payload := wr.Inline
-		if payload == nil || wr.Flags&verbs.SendInline == 0 {
-			var err error
-			if payload, err = q.sgeBytes(wr.SGE); err != nil {
-				return i, fmt.Errorf("WR %d: %w", i, err)
-			}
-		}
-		if len(payload) > q.mtu {
-			return i, fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
-		}
-		if wr.Flags&verbs.SendSignaled != 0 {
-			if room == 0 {
-				return i, fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
-			}
-			room--
-		}
-		h := Header{
-			Opcode:  OpUDSendOnly,
-			SE:      wr.Flags&verbs.SendSolicited != 0,
-			PadCnt:  uint8(PadFor(len(payload))),
-			PKey:    verbs.DefaultPKey,
-			DestQPN: wr.RemoteQPN,
-			PSN:     s.psn,
-			QKey:    wr.RemoteQKey,
-			SrcQPN:  q.qpn,
-		}
-		if h.QKey&0x80000000 != 0 { // the QP's own Q_Key, as verbs does
-			h.QKey = q.qkey
-		}
-		if wr.Flags&verbs.SendWithImm != 0 {
-			h.Opcode = OpUDSendOnlyImm
-			h.Imm = wr.Imm
-		}
-		hl := h.Encode(s.hdr[i][:])
-		pad := int(h.PadCnt)
-		tail := s.tail[i][:pad+ICRCSize]
-		clear(tail[:pad])
-
-		dlen := hl + len(payload) + pad + ICRCSize
-		// Join the open run when this datagram can be its next segment.
-		if runOpen && a.dst == s.names[i-1].Addr && dlen <= runLen &&
-			i-s.runs[len(s.runs)-1] < maxGSOSegs && runBytes+dlen <= maxGSOBytes {
-			s.segID[i] = s.segID[i-1] + 1
-			runBytes += dlen
-			runOpen = dlen == runLen // a shorter segment ends the run
-		} else {
-			s.runs = append(s.runs, i)
-			s.segID[i] = 0
-			runLen, runBytes, runOpen = dlen, dlen, s.gso
-		}
-		s.dlen[i] = dlen
-		s.names[i].Addr = a.dst
-		crc := s.icrc.start(q.unicast, a.dst, s.segID[i], true, UDPPort, UDPPort, udpHdrSize+dlen, s.hdr[i][:])
-		if hl > hdrSize {
-			crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
-		}
-		if k == 1 {
-			// A lone datagram goes out from flat (sendFlat): its payload
-			// is copied there now, with the pass that seals it.
-			dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
-			crc = crcCopy(crc, dst, payload)
-			payload = dst
-		} else {
-			crc = crcUpdate(crc, payload)
-		}
-		crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
-		binary.LittleEndian.PutUint32(tail[pad:], crc)
-
-		setIov(&s.iov[i][0], s.hdr[i][:hl])
-		setIov(&s.iov[i][1], payload)
-		setIov(&s.iov[i][2], tail)
-		s.status[i], s.errno[i] = verbs.WCSuccess, 0
-		s.psn = (s.psn + 1) & 0xFFFFFF
 	}
-	return k, nil
+	s.runs = cutRuns(s.runs[:0], s.segID[:k], s.dst[:k], s.dlen[:k], s.gso)
+	for i := range k {
+		q.seal(i, k == 1)
+	}
+	return k, err
 }
+
+// encode checks WR i and fills slot i with its headers, destination and
+// iovecs (headers, payload, pad and ICRC); room is the send CQ's room for
+// signaled WRs.
+func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
+	s := &q.sq
+	a, ok := wr.AH.(*ah)
+	if !ok || a == nil || a.qp != q {
+		return fmt.Errorf("WR %d: AH not created on this QP", i)
+	}
+	if a.closed.Load() {
+		return fmt.Errorf("WR %d: AH closed: %w", i, verbs.ErrClosed)
+	}
+	payload := wr.Inline
+	if payload == nil || wr.Flags&verbs.SendInline == 0 {
+		var err error
+		if payload, err = q.sgeBytes(wr.SGE); err != nil {
+			return fmt.Errorf("WR %d: %w", i, err)
+		}
+	}
+	if len(payload) > q.mtu {
+		return fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
+	}
+	if wr.Flags&verbs.SendSignaled != 0 {
+		if *room == 0 {
+			return fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
+		}
+		*room--
+	}
+	h := Header{
+		Opcode:  OpUDSendOnly,
+		SE:      wr.Flags&verbs.SendSolicited != 0,
+		PadCnt:  uint8(PadFor(len(payload))),
+		PKey:    verbs.DefaultPKey,
+		DestQPN: wr.RemoteQPN,
+		PSN:     s.psn,
+		QKey:    wr.RemoteQKey,
+		SrcQPN:  q.qpn,
+	}
+	if h.QKey&0x80000000 != 0 { // the QP's own Q_Key, as verbs does
+		h.QKey = q.qkey
+	}
+	if wr.Flags&verbs.SendWithImm != 0 {
+		h.Opcode = OpUDSendOnlyImm
+		h.Imm = wr.Imm
+	}
+	hl := h.Encode(s.hdr[i][:])
+	pad := int(h.PadCnt)
+	tail := s.tail[i][:pad+ICRCSize]
+	clear(tail[:pad])
+	s.dlen[i] = hl + len(payload) + pad + ICRCSize
+	s.dst[i] = a.dst
+	s.names[i].Addr = a.dst
+	setIov(&s.iov[i][0], s.hdr[i][:hl])
+	setIov(&s.iov[i][1], payload)
+	setIov(&s.iov[i][2], tail)
+	s.status[i], s.errno[i] = verbs.WCSuccess, 0
+	s.psn = (s.psn + 1) & 0xFFFFFF
+	return nil
+}
+
+// seal writes slot i's ICRC, for the IP ID segID[i]. A lone datagram's
+// payload is copied into flat with the pass that seals it (sendFlat sends
+// it from there).
+func (q *QP) seal(i int, lone bool) {
+	s := &q.sq
+	hl := int(s.iov[i][0].Len)
+	payload := iovBytes(s.iov[i][1])
+	tail := iovBytes(s.iov[i][2])
+	pad := len(tail) - ICRCSize
+	crc := s.icrc.start(q.unicast, s.dst[i], s.segID[i], true, UDPPort, UDPPort, udpHdrSize+s.dlen[i], s.hdr[i][:])
+	if hl > hdrSize {
+		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
+	}
+	if lone {
+		dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
+		crc = crcCopy(crc, dst, payload)
+		setIov(&s.iov[i][1], dst)
+	} else {
+		crc = crcUpdate(crc, payload)
+	}
+	crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
+	binary.LittleEndian.PutUint32(tail[pad:], crc)
+}
+
+// iovBytes is the memory an iovec points at.
+func iovBytes(v unix.Iovec) []byte { return unsafe.Slice(v.Base, v.Len) }
 
 // transmit sends the prepared slots, a message per run, and completes the
 // WRs. For a lone WR (alone) that the kernel refused it queues no

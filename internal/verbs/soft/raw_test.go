@@ -242,7 +242,7 @@ func TestBareReadsInSteadyState(t *testing.T) {
 		for i := range rounds {
 			a.send(ah, am.RemoteQPN, []byte{byte(i)}, 0, 0)
 			if i%2 == 0 {
-				b.qp.RecvCQ().Channel().(verbs.WakeHinter).Woken()
+				soft.WakeRecvCQ(b.qp)
 			}
 			wcs := b.recv(1, 2*time.Second)
 			require.Len(t, wcs, 1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 func TestMulticastTwoReceivers(t *testing.T) {
@@ -327,7 +328,7 @@ func TestRecvChannelReadiness(t *testing.T) {
 	m, _ := a.join("239.201.7.1", false)
 	_, ah := s.join("239.201.7.1", true)
 	ch := a.qp.RecvCQ().Channel()
-	kk := ch.(verbs.Kicker)
+	kk := soft.RecvWaiterHooksOf(a.qp)
 	fd, nfd := ch.Fd(), kk.NarrowFd()
 	var k kicks
 	require.NoError(t, kk.SetKick(k.kick))

@@ -1,0 +1,369 @@
+package reliable
+
+// Benchmarks of the reliable conn beside the plain *rdmanet.Conn it runs
+// on, in the same process and run, on the software backend over loopback:
+//
+//	go test -run '^$' -bench . -benchtime 100000x -count 5 ./rdmanet/reliable
+//
+// Throughput: one sender writes as fast as it can, one receiver reads;
+// msgs/s is what the receiver got per second. The reliable sender runs
+// FlowMin, so it waits for the receiver instead of losing it; the plain
+// conn loses what the receiver cannot take (drop%).
+//
+// Latency: one sender paced at 50,000 msgs/s, 64 B, three receivers; each
+// message carries its send time and each receiver notes the delay.
+// BenchmarkLatency's loss= cases run in a private network namespace where
+// nftables drops that fraction of the RoCEv2 packets (netns_test.go):
+// the benchmark re-runs itself there and its results are the child's.
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+func BenchmarkThroughput(b *testing.B) {
+	for _, size := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("plain/%dB", size), func(b *testing.B) { benchPlainThroughput(b, size) })
+		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableThroughput(b, size) })
+	}
+}
+
+// BenchmarkThroughputBatch: as BenchmarkThroughput, with WriteBatch of 64
+// messages on both; the plain receiver reads with ReadBatch, the reliable
+// one with ReadFrom (the reliable conn reads batches internally, one
+// datagram per completion poll of rdmanet's).
+func BenchmarkThroughputBatch(b *testing.B) {
+	for _, size := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("plain/%dB", size), func(b *testing.B) { benchPlainBatch(b, size) })
+		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableBatch(b, size) })
+	}
+}
+
+const batchLen = 64
+
+func benchPlainBatch(b *testing.B, size int) {
+	group := newGroup()
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	rx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Close()
+	ga, err := tx.GroupAddr(group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := (b.N + batchLen - 1) / batchLen * batchLen
+	got := make(chan int, 1)
+	go func() {
+		ms := make([]rdmanet.Message, batchLen)
+		for i := range ms {
+			ms[i].Buffer = make([]byte, rx.MTU())
+		}
+		n := 0
+		for n < total {
+			rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			k, err := rx.ReadBatch(ms)
+			if err != nil {
+				break
+			}
+			n += k
+		}
+		got <- n
+	}()
+	ms := make([]rdmanet.Message, batchLen)
+	for i := range ms {
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: ga}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < total; i += batchLen {
+		if _, err := tx.WriteBatch(ms); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := <-got
+	el := time.Since(start)
+	if n < total {
+		el -= 200 * time.Millisecond
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(total-n)/float64(total)*100, "drop%")
+}
+
+func benchReliableBatch(b *testing.B, size int) {
+	group := newGroup()
+	rx := listenT(b, group, Config{})
+	tx := listenT(b, group, Config{FlowControl: FlowMin})
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(b, tx, 1)
+	total := (b.N + batchLen - 1) / batchLen * batchLen
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, size)
+		for n := 0; n < total; n++ {
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, _, err := rx.ReadFrom(buf); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	ms := make([][]byte, batchLen)
+	for i := range ms {
+		ms[i] = make([]byte, size)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < total; i += batchLen {
+		if _, err := tx.WriteBatch(ms); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(total)/el.Seconds(), "msgs/s")
+	b.ReportMetric(0, "drop%")
+}
+
+func benchPlainThroughput(b *testing.B, size int) {
+	group := newGroup()
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	rx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Close()
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, rx.MTU())
+		n := 0
+		for n < b.N {
+			rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, _, err := rx.ReadFromAddr(buf); err != nil {
+				break
+			}
+			n++
+		}
+		got <- n
+	}()
+	msg := make([]byte, size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := tx.WriteTo(msg, group); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := <-got
+	el := time.Since(start)
+	if n < b.N {
+		el -= 200 * time.Millisecond // the read that timed out
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N-n)/float64(b.N)*100, "drop%")
+}
+
+func benchReliableThroughput(b *testing.B, size int) {
+	group := newGroup()
+	rx := listenT(b, group, Config{})
+	tx := listenT(b, group, Config{FlowControl: FlowMin})
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(b, tx, 1)
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, size)
+		for n := 0; n < b.N; n++ {
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, _, err := rx.ReadFrom(buf); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	msg := make([]byte, size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := tx.WriteTo(msg, group); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(0, "drop%")
+	st, rs := tx.Stats(), rx.Stats()
+	b.ReportMetric(float64(st.RepairsMulticast+st.RepairsUnicast), "repairs")
+	b.ReportMetric(float64(rs.NAKsSent), "naks")
+}
+
+// BenchmarkLatency: Aeron's set-up (one publisher at 50k msgs/s, three
+// receivers, small messages), plain beside reliable at 0% loss, and the
+// reliable conn at 0.01%, 0.1% and 1% kernel-injected loss.
+func BenchmarkLatency(b *testing.B) {
+	b.Run("plain/loss=0%", func(b *testing.B) { benchLatency(b, false, 0) })
+	b.Run("reliable/loss=0%", func(b *testing.B) { benchLatency(b, true, 0) })
+	for _, loss := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("reliable/loss=%g%%", float64(loss)/1000), func(b *testing.B) { benchLatency(b, true, loss) })
+	}
+}
+
+const (
+	latReceivers = 3
+	latInterval  = 20 * time.Microsecond // 50,000 msgs/s
+	latSize      = 64
+)
+
+func benchLatency(b *testing.B, reliable bool, loss int) {
+	if loss > 0 && lossInNetnsBench(b, loss) {
+		return
+	}
+	group := newGroup()
+	var send func([]byte) error
+	reads := make([]func([]byte) (int, error), latReceivers)
+	var rconns []*Conn
+	var tconn *Conn
+	if reliable {
+		for i := range reads {
+			r := listenT(b, group, Config{})
+			rconns = append(rconns, r)
+			reads[i] = func(buf []byte) (int, error) {
+				n, _, err := r.ReadFrom(buf)
+				return n, err
+			}
+		}
+		tconn = listenT(b, group, Config{})
+		send = func(m []byte) error { _, err := tconn.WriteTo(m, group); return err }
+	} else {
+		lc := testListenConfig()
+		lc.DisableLoopback = true
+		for i := range reads {
+			r, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { r.Close() })
+			reads[i] = func(buf []byte) (int, error) {
+				n, _, err := r.ReadFromAddr(buf)
+				return n, err
+			}
+		}
+		t, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { t.Close() })
+		send = func(m []byte) error { _, err := t.WriteTo(m, group); return err }
+	}
+	time.Sleep(20 * time.Millisecond)
+	lat := make([][]int64, latReceivers)
+	done := make(chan struct{}, latReceivers)
+	stop := make(chan struct{})
+	for i := range reads {
+		lat[i] = make([]int64, 0, b.N)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			buf := make([]byte, 1024)
+			for len(lat[i]) < b.N {
+				n, err := reads[i](buf)
+				if err != nil || n < 8 {
+					select {
+					case <-stop:
+						return
+					default:
+						continue
+					}
+				}
+				lat[i] = append(lat[i], time.Now().UnixNano()-int64(binary.LittleEndian.Uint64(buf)))
+			}
+		}()
+	}
+	msg := make([]byte, latSize)
+	b.ResetTimer()
+	next := time.Now()
+	for i := 0; i < b.N; i++ {
+		for time.Now().Before(next) {
+		}
+		next = next.Add(latInterval)
+		binary.LittleEndian.PutUint64(msg, uint64(time.Now().UnixNano()))
+		if err := send(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	wait := time.After(2 * time.Second)
+	for range latReceivers {
+		select {
+		case <-done:
+		case <-wait:
+		}
+	}
+	close(stop)
+	var all []int64
+	for i := range lat {
+		all = append(all, lat[i]...)
+	}
+	if len(all) == 0 {
+		b.Fatal("nothing received")
+	}
+	slices.Sort(all)
+	q := func(f float64) float64 { return float64(all[min(len(all)-1, int(f*float64(len(all))))]) }
+	b.ReportMetric(q(0.5), "p50-ns")
+	b.ReportMetric(q(0.99), "p99-ns")
+	b.ReportMetric(q(0.999), "p99.9-ns")
+	b.ReportMetric(float64(all[len(all)-1]), "max-ns")
+	b.ReportMetric(float64(latReceivers*b.N-len(all))/float64(latReceivers*b.N)*100, "undelivered%")
+	if reliable {
+		var naks uint64
+		for _, r := range rconns {
+			naks += r.Stats().NAKsSent
+		}
+		st := tconn.Stats()
+		b.ReportMetric(float64(naks), "naks")
+		b.ReportMetric(float64(st.RepairsMulticast+st.RepairsUnicast), "repairs")
+	}
+}
+
+// lossInNetnsBench re-runs the benchmark in a namespace with loss (in
+// 1/100000) and reports true when the caller should return (the results
+// are the child's, printed above); inside the namespace it returns false.
+func lossInNetnsBench(b *testing.B, loss int) bool {
+	if lossInNetns(b, loss, b.Name(), "-test.benchtime", flag.Lookup("test.benchtime").Value.String()) >= 0 {
+		return false
+	}
+	b.Skip("ran in a namespace with loss: the results are the lines above")
+	return true
+}

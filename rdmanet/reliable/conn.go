@@ -1,0 +1,426 @@
+package reliable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// Conn is a reliable multicast conn over an *rdmanet.Conn, as a
+// net.PacketConn: every message each sender writes to the group is read by
+// every member exactly once and in that sender's order, or reported lost
+// with a *LossError.
+//
+// Reads are serialized among themselves, and so are writes. A conn does
+// not read its own messages.
+type Conn struct {
+	conn     *rdmanet.Conn
+	cfg      Config
+	group    rdmanet.Addr // the group's MGID form, for WriteBatch
+	groupArg net.Addr     // the group as given, to compare writes with
+	local    rdmanet.Addr
+	session  uint32
+	mtu      int // datagram size of the underlying conn
+	frag     int // payload bytes per datagram
+
+	snd sender
+	rcv receiver
+
+	stats counters
+
+	readMu     sync.Mutex
+	readTimer  *time.Timer
+	readDL     atomic.Int64 // unix nanos, 0: none
+	writeDL    atomic.Int64
+	closing    atomic.Bool
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+	kick       chan struct{} // wakes the timer loop
+	wg         sync.WaitGroup
+	dropHook   func(b []byte) bool // tests: drop a received datagram when true
+	epochStart time.Time
+}
+
+var _ net.PacketConn = (*Conn)(nil)
+
+// Listen joins the group with an *rdmanet.Conn of lc (nil: the zero
+// ListenConfig) and returns a reliable conn on it, in the shape of
+// rdmanet.ListenMulticast.
+func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config) (*Conn, error) {
+	return listen(ctx, lc, network, ifi, group, cfg, nil)
+}
+
+func listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config, drop func([]byte) bool) (*Conn, error) {
+	if lc == nil {
+		lc = &rdmanet.ListenConfig{}
+	}
+	// Own multicast is filtered by the session anyway; keeping it off
+	// saves a receive per datagram sent.
+	l := *lc
+	l.DisableLoopback = true
+	c, err := l.ListenMulticast(ctx, network, ifi, group)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := newConn(c, group, cfg, drop)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return rc, nil
+}
+
+// New runs a reliable conn over c, which must have joined group. The
+// reliable conn owns c from then on: Close closes it, and nothing else may
+// read from it.
+func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
+	return newConn(c, group, cfg, nil)
+}
+
+// newConn is New with a test hook: drop, when not nil, sees every datagram
+// received and drops it by returning true.
+func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool) (*Conn, error) {
+	ga, err := c.GroupAddr(group)
+	if err != nil {
+		return nil, err
+	}
+	mtu := c.MTU()
+	if err := cfg.setDefaults(mtu); err != nil {
+		return nil, err
+	}
+	var sb [4]byte
+	if _, err := rand.Read(sb[:]); err != nil {
+		return nil, err
+	}
+	rc := &Conn{
+		conn:       c,
+		cfg:        cfg,
+		group:      ga,
+		groupArg:   group,
+		local:      *c.LocalAddr().(*rdmanet.Addr),
+		session:    binary.BigEndian.Uint32(sb[:]),
+		mtu:        mtu,
+		frag:       mtu - headerLen,
+		closed:     make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		epochStart: time.Now(),
+		readTimer:  time.NewTimer(time.Hour),
+		dropHook:   drop,
+	}
+	rc.readTimer.Stop()
+	rc.snd.init(rc)
+	rc.rcv.init(rc)
+	rc.wg.Add(2)
+	go rc.receiveLoop()
+	go rc.timerLoop()
+	return rc, nil
+}
+
+// now is the conn's monotonic clock in nanoseconds.
+func (c *Conn) now() int64 { return int64(time.Since(c.epochStart)) }
+
+// MaxMessage returns the longest message a write may carry.
+func (c *Conn) MaxMessage() int { return c.cfg.MaxMessage }
+
+// Session returns the conn's session: a random number that, with its QP,
+// names it as a sender.
+func (c *Conn) Session() uint32 { return c.session }
+
+// Receivers returns how many receivers this conn has heard from within
+// ReceiverTimeout (by their status). A FlowMin sender waits only for the
+// receivers it knows: a program that must not outrun a receiver that is
+// starting waits for it here before writing, as Aeron's publications wait
+// to be connected.
+func (c *Conn) Receivers() int {
+	s := &c.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, n := c.now(), 0
+	for _, r := range s.receivers {
+		if now-r.heard <= int64(c.cfg.ReceiverTimeout) {
+			n++
+		}
+	}
+	return n
+}
+
+// Conn returns the underlying conn, for its Stats and Backend. Do not read
+// from it or close it.
+func (c *Conn) Conn() *rdmanet.Conn { return c.conn }
+
+// LocalAddr returns the conn's own address: its GID and QPN.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline for reads, including one blocked now.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.closing.Load() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.readDL.Store(unixNanos(t))
+	c.rcv.wake()
+	return nil
+}
+
+// SetWriteDeadline sets the deadline for writes, which wait only with
+// FlowMin or for a send slot of the underlying conn.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.closing.Load() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.writeDL.Store(unixNanos(t))
+	c.snd.wake()
+	return c.conn.SetWriteDeadline(t)
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func (c *Conn) opError(op string, addr net.Addr, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &net.OpError{Op: op, Net: "rdma", Source: c.conn.LocalAddr(), Addr: addr, Err: err}
+}
+
+// ReadFrom reads the next message of any sender into b and returns its
+// length and sender (an *rdmanet.Addr; the same pointer for every message
+// of that sender: do not change it). A message longer than b is truncated,
+// as with UDP. Where messages of a sender were lost, ReadFrom returns
+// once, at their place in its stream, n = 0, the sender, and a
+// *net.OpError wrapping a *LossError; reading goes on after it.
+func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	for {
+		n, from, loss, ok := c.rcv.next(b)
+		if ok {
+			if loss != nil {
+				return 0, from, c.opError("read", from, loss)
+			}
+			return n, from, nil
+		}
+		if c.closing.Load() {
+			return 0, nil, c.opError("read", nil, net.ErrClosed)
+		}
+		var timeout <-chan time.Time
+		if dl := c.readDL.Load(); dl != 0 {
+			d := time.Duration(dl - time.Now().UnixNano())
+			if d <= 0 {
+				return 0, nil, c.opError("read", nil, os.ErrDeadlineExceeded)
+			}
+			c.readTimer.Reset(d)
+			timeout = c.readTimer.C
+		}
+		select {
+		case <-c.rcv.notify:
+		case <-c.closed:
+		case <-timeout:
+		}
+		if timeout != nil {
+			c.readTimer.Stop()
+		}
+	}
+}
+
+// WriteTo writes b as one message to the group: addr must be the group
+// (as given to Listen or New, or its *rdmanet.Addr) or nil. Messages up to
+// MaxMessage bytes are cut into datagrams as needed.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if addr != nil && addr != c.groupArg {
+		ga, err := c.conn.GroupAddr(addr)
+		if err != nil || ga != c.group {
+			return 0, c.opError("write", addr, ErrWriteAddr)
+		}
+	}
+	if c.closing.Load() {
+		return 0, c.opError("write", addr, net.ErrClosed)
+	}
+	if len(b) > c.cfg.MaxMessage {
+		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)
+	}
+	one := [1][]byte{b}
+	if _, err := c.snd.write(one[:]); err != nil {
+		return 0, c.opError("write", addr, err)
+	}
+	return len(b), nil
+}
+
+// WriteBatch writes each of ms as one message to the group, posting as
+// many datagrams at a time as it can (up to 64, or a largest message's
+// fragments). It returns how many messages were sent; on an error, the
+// ones before it were.
+func (c *Conn) WriteBatch(ms [][]byte) (int, error) {
+	if c.closing.Load() {
+		return 0, c.opError("write", nil, net.ErrClosed)
+	}
+	for _, b := range ms {
+		if len(b) > c.cfg.MaxMessage {
+			return 0, c.opError("write", nil, rdmanet.ErrMessageTooLong)
+		}
+	}
+	n, err := c.snd.write(ms)
+	return n, c.opError("write", nil, err)
+}
+
+// Close stops writes, keeps serving repairs for up to Config.Linger until
+// every live receiver reports it holds all this conn sent, then leaves the
+// group and frees everything. It is idempotent.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		c.snd.linger()
+		close(c.closed)
+		c.closeErr = c.conn.Close()
+		c.wg.Wait()
+		c.readTimer.Stop()
+	})
+	return c.closeErr
+}
+
+// recvBatch is how many datagrams the receive loop takes from the
+// rdmanet conn at a time (one completion-queue poll for the batch).
+const recvBatch = 32
+
+// receiveLoop reads the underlying conn and runs the protocol: data into
+// the receive windows, NAKs and status into the sender.
+func (c *Conn) receiveLoop() {
+	defer c.wg.Done()
+	var h header
+	ms := make([]rdmanet.Message, recvBatch)
+	buf := make([]byte, recvBatch*c.mtu)
+	for i := range ms {
+		ms[i].Buffer = buf[i*c.mtu : (i+1)*c.mtu]
+	}
+	for {
+		n, err := c.conn.ReadBatch(ms)
+		for i := range ms[:n] {
+			if !ms[i].Truncated {
+				c.handle(ms[i].Buffer[:ms[i].N], ms[i].Addr, &h)
+			}
+		}
+		if err != nil {
+			if c.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case <-c.closed:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
+	if c.dropHook != nil && c.dropHook(b) {
+		return
+	}
+	p, err := decode(b, h)
+	if err != nil {
+		c.stats.malformed.Add(1)
+		return
+	}
+	if h.session == c.session && from == c.local {
+		return // our own
+	}
+	switch h.kind {
+	case kindData:
+		c.rcv.data(from, h, b)
+	case kindHeartbeat:
+		c.rcv.heartbeat(from, h, p)
+	case kindLost:
+		c.rcv.lost(from, h)
+	case kindNAK:
+		target, count, rtt := parseNAK(p)
+		if target != c.session {
+			c.stats.foreign.Add(1)
+			return
+		}
+		c.stats.naksReceived.Add(1)
+		c.snd.nak(from, h, count, int64(rtt))
+	case kindStatus:
+		target, limit := parseStatus(p)
+		if target != c.session {
+			c.stats.foreign.Add(1)
+			return
+		}
+		c.snd.status(from, h, limit)
+	}
+}
+
+// fineBelow: NAK delays shorter than this are slept with nanosleep on the
+// timer goroutine's thread (fineSleep), in steps of at most fineStep,
+// rather than with a runtime timer, which sleeps at least about a
+// millisecond when the process is idle (the netpoller's epoll_wait counts
+// in milliseconds). Spinning instead would hold a processor: with a few
+// conns in one process, their timer loops spinning at once starved the
+// receive loops (measured: 100 ms stalls on 2 cores).
+const (
+	fineBelow = int64(500 * time.Microsecond)
+	fineStep  = 50 * time.Microsecond
+)
+
+// timerLoop runs NAK timers, heartbeats, status reports and timeouts.
+func (c *Conn) timerLoop() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		now := c.now()
+		next := c.rcv.tick(now)
+		if n := c.snd.tick(now); n < next {
+			next = n
+		}
+		d := next - c.now()
+		if d <= 0 {
+			continue
+		}
+		if d < fineBelow && fineSleeps && c.rcv.nakPending() {
+			select {
+			case <-c.closed:
+				return
+			case <-c.kick:
+			default:
+				fineSleep(min(time.Duration(d), fineStep))
+			}
+			continue
+		}
+		t.Reset(time.Duration(d))
+		select {
+		case <-c.closed:
+			return
+		case <-c.kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// kickTimers wakes the timer loop to look at its deadlines again.
+func (c *Conn) kickTimers() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,134 @@
+// Package reliable is reliable multicast over RDMA UD: a net.PacketConn on
+// an *rdmanet.Conn (either backend) that delivers every message of every
+// sender to every member exactly once and in that sender's order, up to
+// 64 KiB a message, or says exactly what was lost.
+//
+// A UDP or rdmanet program switches by changing its constructor:
+//
+//	group := &net.UDPAddr{IP: net.IPv4(239, 1, 2, 3)}
+//	c, err := reliable.Listen(ctx, nil, "rdma", nil, group, reliable.Config{})
+//	if err != nil { ... }
+//	defer c.Close() // lingers until receivers have everything (bounded)
+//	c.WriteTo(msg, group) // up to c.MaxMessage() bytes
+//	n, from, err := c.ReadFrom(buf)
+//	var loss *reliable.LossError
+//	if errors.As(err, &loss) { ... loss.Messages of from are gone; keep reading }
+//
+// # Delivery
+//
+// Each conn has a random 32-bit session; with its QP it names the conn as a
+// sender. A sender numbers its datagrams (seq) and its messages (msg); a
+// message longer than MTU()-28 bytes is cut into fragments, one datagram
+// each, with consecutive seqs. A receiver keeps, per sender, a ring of
+// RecvWindow datagrams and hands out a message when all its fragments are
+// there and every message before it was handed out (or reported lost).
+// Senders are ordered independently. A conn does not read its own
+// messages.
+//
+// # Repair
+//
+// A receiver finds a gap when a datagram arrives past one it lacks, or
+// when the sender's heartbeat (sent after HeartbeatInterval idle, doubling
+// to HeartbeatMax) announces more than it has: tail loss. It waits a
+// random time up to one smoothed round trip (RFC 5401's back-off; 5 µs to
+// 10 ms, starting at InitialRTT) and then sends the sender a NAK by
+// unicast UD for each missing run (at most 8 a round). The sender resends
+// those datagrams from its window of Window datagrams, to the group by
+// default (UnicastRepair: to the receiver that asked).
+//
+// NAK suppression works at both ends. A multicast repair one receiver
+// asked for reaches every receiver that missed the same datagrams, and
+// their NAK timers, finding nothing missing when they fire, send nothing
+// (Stats.NAKsSent counts what was sent). NAKs sent before the repair
+// could arrive still reach the sender: it ignores NAKs for a datagram it
+// repaired less than two of the asking receiver's round trips ago (each
+// NAK carries the receiver's RTT; at least RepairLinger), counted in
+// Stats.RepairsSuppressed. A NAK not answered is sent again after the
+// larger of twice the round trip and the round trip plus four mean
+// deviations (RFC 6298), plus the back-off, doubling each time, up to
+// 10 ms; a retry is never suppressed. The round trip is measured from the first
+// NAK of a round to the repair of the first datagram it asked for
+// (Stats.RTT).
+//
+// Runtime timers sleep about a millisecond at least when the process is
+// idle, so NAK delays under 500 µs are slept with nanosleep(2) on the timer
+// goroutine's thread, in steps of 50 µs (plus the kernel's timer slack,
+// 50 µs by default).
+//
+// Through rdmanet's public API a repair is one copy of the window's slot
+// into the conn's registered send memory (or an inline post), as a first
+// send is: the window itself is ordinary Go memory, not registered.
+//
+// # Loss
+//
+// When a NAK asks for datagrams that have left the sender's window, or a
+// heartbeat says the window starts past what a receiver has, the receiver
+// gives up on them: the next ReadFrom at that place in the sender's
+// stream returns n = 0, the sender, and a *net.OpError wrapping a
+// *LossError that says how many messages were lost; the one after goes on
+// reading. Stats.LossesReported and MessagesLost count them. Messages
+// received whole behind a lost one are delivered after the report.
+//
+// # Flow control
+//
+// FlowMax (the default): a sender never waits; a receiver that falls more
+// than a window behind is told what it lost. FlowMin: a write waits,
+// bounded by the write deadline, while it would overwrite a datagram that
+// the slowest live receiver (one whose status was heard within
+// ReceiverTimeout) does not have or has no room for. Receivers report
+// their position and room to each sender every StatusInterval, and with
+// FlowMin whenever either moved on by a quarter of RecvWindow.
+//
+// # Membership
+//
+// A receiver starts a sender it has not heard before at the message of the
+// first datagram it hears (FromWindowStart: at the oldest message the
+// sender still holds), and forgets a sender silent for SenderTimeout.
+// Close stops writes, sends heartbeats marked fin (receivers answer with
+// their status at once) and keeps repairing until every live receiver
+// holds everything or Linger has passed, then closes the rdmanet conn. A
+// receiver the sender never heard from (its first status not yet
+// arrived) cannot be waited for: with none known, Close lingers four
+// status intervals (at least 5 ms) for one to speak up.
+//
+// # Wire format
+//
+// Every datagram starts with a 28-byte header, big-endian:
+//
+//	byte  0     version (high nibble, 1) | kind (low nibble)
+//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin
+//	bytes 2-3   fragment index (data; 0 otherwise)
+//	bytes 4-5   fragment count (data, >= 1; 0 otherwise)
+//	bytes 6-7   reserved, zero
+//	bytes 8-11  session of the endpoint that sent this datagram
+//	bytes 12-19 seq
+//	bytes 20-27 msg
+//
+// Kinds, the meaning of seq and msg, and the payload after the header:
+//
+//	1 data       seq of this datagram, msg of its message; payload: the fragment
+//	2 heartbeat  next seq and msg the sender will use;
+//	             payload: 8 bytes first seq in the window that starts a
+//	             message, 8 bytes that message's msg (multicast)
+//	3 NAK        first missing seq; payload: 4 bytes the sender's
+//	             session, 4 bytes how many datagrams, 4 bytes the
+//	             receiver's smoothed RTT in ns (unicast to the sender)
+//	4 status     first seq the receiver is missing; payload: 4 bytes the
+//	             sender's session, 8 bytes one past the last seq it has
+//	             room for (unicast to the sender)
+//	5 lost       where the window starts (seq, msg) as in a heartbeat; no
+//	             payload (unicast to the receiver whose NAK it answers)
+//
+// A data datagram's fragment index is below its count, and its seq minus
+// the index is the seq of the message's first fragment. Control kinds
+// carry exactly their payload. Anything else (short, unknown version, kind
+// or flags, reserved bytes set, bad fragment fields, wrong length) is
+// dropped and counted in Stats.Malformed; FuzzDecode fuzzes the decoder.
+//
+// # Memory
+//
+// A sender holds Window datagrams of MTU() bytes; a receiver RecvWindow of
+// them per sender, for at most MaxSenders senders. Nothing is allocated per
+// message on the write and read paths at steady state; a loss report
+// allocates its *LossError.
+package reliable

@@ -1,0 +1,541 @@
+package reliable
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// peerKey names a sender (or, on the sending side, a receiver): its QP and
+// its session, so that a restarted program on the same QP is a new peer.
+type peerKey struct {
+	addr    rdmanet.Addr
+	session uint32
+}
+
+// peer is a receiver's state for one sender: a ring of RecvWindow datagram
+// slots holding what arrived and is not yet read, in sequence order.
+//
+//	next     first datagram not yet read (starts a message)
+//	contig   first datagram missing at or after next
+//	high     one past the highest datagram known to exist
+//
+// A slot is valid for seq when seqs[slot] == seq and lens[slot] > 0, so
+// nothing is ever cleared: moving next past a slot retires it.
+type peer struct {
+	key  peerKey
+	addr *rdmanet.Addr // handed out by ReadFrom: allocated once
+
+	ring []byte
+	lens []int32
+	seqs []uint64
+
+	next, contig, high uint64
+	nextMsg            uint64
+	lost               uint64 // messages lost, to report before the next one
+	skipTo, skipMsg    uint64 // the sender no longer holds what is before skipTo
+	joining            bool   // FromWindowStart: where to start is not known yet
+	placed             bool   // next is set
+	queued, fin        bool
+	flowMin            bool
+
+	heard    int64
+	nakDue   int64  // when to NAK the gaps; 0: none pending
+	nakAt    int64  // when the first try of a NAK round was sent, for the RTT; 0: none
+	nakSeq   uint64 // the first seq it asked for
+	nakTries int
+	srtt     int64 // smoothed round trip (RFC 6298)
+	rttvar   int64 // its mean deviation; 0 until the first sample
+
+	statusPos uint64 // contig, as last reported
+	statusLim uint64 // next + RecvWindow, as last reported
+	statusAt  int64
+}
+
+type receiver struct {
+	c      *Conn
+	mu     sync.Mutex
+	peers  map[peerKey]*peer
+	ready  []*peer // ring of peers with a message (or loss) to read
+	rHead  int
+	rLen   int
+	notify chan struct{}
+
+	last     *peer // the peer of the last datagram: most are from the same sender
+	pending  int   // peers with nakDue != 0
+	ctrl     [1]rdmanet.Message
+	ctrlBuf  [headerLen + statusPayload]byte
+	lastTick int64
+	rng      *rand.Rand
+}
+
+func (r *receiver) init(c *Conn) {
+	r.c = c
+	r.peers = make(map[peerKey]*peer)
+	r.ready = make([]*peer, c.cfg.MaxSenders)
+	r.notify = make(chan struct{}, 1)
+	r.rng = rand.New(rand.NewPCG(uint64(c.session), uint64(time.Now().UnixNano())))
+}
+
+func (r *receiver) wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *receiver) nakPending() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pending > 0
+}
+
+func (r *receiver) maxRTT() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := int64(r.c.cfg.InitialRTT)
+	if len(r.peers) > 0 {
+		m = 0
+	}
+	for _, p := range r.peers {
+		if p.srtt > m {
+			m = p.srtt
+		}
+	}
+	return time.Duration(m)
+}
+
+// peer returns the state for a sender, making it when the sender is new
+// and there is room.
+func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
+	key := peerKey{addr: from, session: session}
+	if p := r.last; p != nil && p.key == key {
+		p.heard = now
+		return p
+	}
+	if p := r.peers[key]; p != nil {
+		p.heard = now
+		r.last = p
+		return p
+	}
+	c := r.c
+	if len(r.peers) >= c.cfg.MaxSenders {
+		c.stats.foreign.Add(1)
+		return nil
+	}
+	a := from
+	p := &peer{
+		key:   key,
+		addr:  &a,
+		ring:  make([]byte, c.cfg.RecvWindow*c.mtu),
+		lens:  make([]int32, c.cfg.RecvWindow),
+		seqs:  make([]uint64, c.cfg.RecvWindow),
+		heard: now,
+		srtt:  int64(c.cfg.InitialRTT),
+	}
+	r.peers[key] = p
+	return p
+}
+
+// start places a new peer: at the message of the first datagram heard,
+// or, with FromWindowStart, nowhere yet (a NAK from 0 finds where the
+// sender's window starts).
+func (r *receiver) start(p *peer, seq, msg uint64, now int64) {
+	if r.c.cfg.FromWindowStart {
+		seq, msg = 0, 0
+		p.joining = true
+	}
+	p.next, p.contig, p.high, p.nextMsg = seq, seq, seq, msg
+	p.placed = true
+	// Tell the sender at once that this receiver exists (FlowMin and
+	// Close wait for the receivers they know).
+	r.sendStatus(p, now)
+}
+
+func (p *peer) valid(seq uint64) bool {
+	i := seq % uint64(len(p.seqs))
+	return p.lens[i] > 0 && p.seqs[i] == seq
+}
+
+func (p *peer) slot(seq uint64, mtu int) []byte {
+	i := int(seq % uint64(len(p.seqs)))
+	return p.ring[i*mtu : i*mtu+int(p.lens[i])]
+}
+
+// headComplete reports whether the message at next is all there.
+func (p *peer) headComplete(mtu int) bool {
+	if !p.valid(p.next) {
+		return false
+	}
+	d := p.slot(p.next, mtu)
+	nfrag := binary.BigEndian.Uint16(d[4:])
+	return p.contig >= p.next+uint64(nfrag)
+}
+
+// data takes a data datagram (the whole of b, header included).
+func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
+	c := r.c
+	now := c.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.peer(from, h.session, now)
+	if p == nil {
+		return
+	}
+	if !p.placed {
+		r.start(p, h.seq-uint64(h.frag), h.msg, now)
+	}
+	p.flowMin = h.flags&flagFlowMin != 0
+	seq := h.seq
+	rw := uint64(len(p.seqs))
+	if seq < p.next || p.valid(seq) {
+		c.stats.duplicates.Add(1)
+		return
+	}
+	if seq >= p.high {
+		p.high = seq + 1
+	}
+	if seq >= p.next+rw {
+		c.stats.overruns.Add(1)
+		r.schedule(p, now, false)
+		return
+	}
+	i := seq % rw
+	copy(p.ring[int(i)*c.mtu:], b)
+	p.lens[i], p.seqs[i] = int32(len(b)), seq
+	if h.flags&flagRepair != 0 {
+		c.stats.recovered.Add(1)
+	}
+	if h.flags&flagRepair != 0 && p.nakAt != 0 && seq == p.nakSeq {
+		// One sample per round: the time from its first try to the
+		// repair of the first datagram it asked for (retries included,
+		// so a slow path reads as slow, not as lost repairs).
+		sample := max(now-p.nakAt, int64(minRTT))
+		if p.rttvar == 0 {
+			p.srtt, p.rttvar = sample, sample/2
+		} else {
+			d := p.srtt - sample
+			if d < 0 {
+				d = -d
+			}
+			p.rttvar += (d - p.rttvar) / 4
+			p.srtt += (sample - p.srtt) / 8
+		}
+		p.nakAt = 0
+	}
+	r.settle(p, now)
+	r.statusDue(p, now)
+}
+
+// heartbeat takes a sender's position: what it sent up to, and where its
+// window starts.
+func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
+	now := r.c.now()
+	lowSeq, lowMsg := parseHeartbeat(pl)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.peer(from, h.session, now)
+	if p == nil {
+		return
+	}
+	if !p.placed {
+		r.start(p, h.seq, h.msg, now)
+	}
+	p.flowMin = h.flags&flagFlowMin != 0
+	if h.seq > p.high {
+		p.high = h.seq
+	}
+	r.window(p, lowSeq, lowMsg)
+	r.settle(p, now)
+	if h.flags&flagFin != 0 {
+		p.fin = true
+		r.sendStatus(p, now)
+	}
+}
+
+// lost takes a sender's answer to a NAK for what it no longer holds.
+func (r *receiver) lost(from rdmanet.Addr, h *header) {
+	now := r.c.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.peers[peerKey{addr: from, session: h.session}]
+	if p == nil {
+		return
+	}
+	p.heard = now
+	r.window(p, h.seq, h.msg)
+	r.settle(p, now)
+}
+
+// window notes where the sender's window starts: what is missing before
+// it is lost.
+func (r *receiver) window(p *peer, lowSeq, lowMsg uint64) {
+	if lowSeq > p.skipTo {
+		p.skipTo, p.skipMsg = lowSeq, lowMsg
+	}
+	if lowSeq > p.high {
+		p.high = lowSeq
+	}
+}
+
+// settle moves contig over what arrived, gives up on what left the
+// sender's window, queues the peer for reading, and schedules a NAK for
+// what is still missing.
+func (r *receiver) settle(p *peer, now int64) {
+	mtu := r.c.mtu
+	for p.contig < p.high && p.valid(p.contig) {
+		p.contig++
+	}
+	for p.skipTo > p.contig && !p.headComplete(mtu) {
+		// The gap at contig cannot be repaired: resume at the first
+		// message held after it, or where the window starts.
+		to, msg := p.skipTo, p.skipMsg
+		for seq, end := p.contig+1, min(p.skipTo, p.next+uint64(len(p.seqs))); seq < end; seq++ {
+			if p.valid(seq) {
+				if d := p.slot(seq, mtu); binary.BigEndian.Uint16(d[2:]) == 0 {
+					to, msg = seq, binary.BigEndian.Uint64(d[20:])
+					break
+				}
+			}
+		}
+		if !p.joining && msg > p.nextMsg {
+			p.lost += msg - p.nextMsg
+		}
+		p.joining = false
+		p.next, p.nextMsg = to, msg
+		if p.contig < p.next {
+			p.contig = p.next
+		}
+		for p.contig < p.high && p.valid(p.contig) {
+			p.contig++
+		}
+	}
+	if !p.queued && (p.lost > 0 || p.headComplete(mtu)) {
+		r.push(p)
+	}
+	if p.contig < p.high {
+		r.schedule(p, now, false)
+	} else if p.nakDue != 0 {
+		p.nakDue, p.nakTries = 0, 0
+		r.pending--
+	}
+}
+
+func (r *receiver) push(p *peer) {
+	r.ready[(r.rHead+r.rLen)%len(r.ready)] = p
+	r.rLen++
+	p.queued = true
+	r.wake()
+}
+
+func (r *receiver) pop() *peer {
+	p := r.ready[r.rHead]
+	r.ready[r.rHead] = nil
+	r.rHead = (r.rHead + 1) % len(r.ready)
+	r.rLen--
+	p.queued = false
+	return p
+}
+
+// Bounds of the round-trip estimate and the NAK retry timeout.
+const (
+	minRTT = 5 * time.Microsecond
+	minRTO = 50 * time.Microsecond
+	maxRTO = 10 * time.Millisecond
+)
+
+// backoff is the upper bound of the random delay before a first NAK.
+func (r *receiver) backoff(p *peer) int64 {
+	if d := r.c.cfg.NAKDelay; d > 0 {
+		return int64(d)
+	}
+	return min(max(p.srtt, int64(minRTT)), int64(maxRTO))
+}
+
+// schedule arms the peer's NAK timer, after a random delay (RFC 5401):
+// receivers that saw the same gap NAK at different times, and the repair
+// the first one causes reaches the others before their timers fire.
+func (r *receiver) schedule(p *peer, now int64, immediate bool) {
+	if p.nakDue != 0 {
+		return
+	}
+	delay := int64(0)
+	if !immediate {
+		delay = r.rng.Int64N(r.backoff(p) + 1)
+	}
+	p.nakDue = now + delay + 1
+	r.pending++
+	r.c.kickTimers()
+}
+
+// sendNAKs asks the sender for each missing run (at most 8 NAKs a round)
+// and arms the retry: the larger of twice the round trip and the round
+// trip plus four deviations (RFC 6298), plus the back-off, doubling with
+// each try up to 10 ms.
+func (r *receiver) sendNAKs(p *peer, now int64) {
+	end := min(p.high, p.next+uint64(len(p.seqs)))
+	runs := 0
+	first := uint64(0)
+	for seq := p.contig; seq < end && runs < 8; {
+		if p.valid(seq) {
+			seq++
+			continue
+		}
+		start := seq
+		for seq < end && !p.valid(seq) {
+			seq++
+		}
+		r.sendNAK(p, start, seq-start)
+		if runs == 0 {
+			first = start
+		}
+		runs++
+	}
+	if runs == 0 {
+		p.nakDue, p.nakTries = 0, 0
+		r.pending--
+		return
+	}
+	if p.nakTries == 0 || p.nakAt == 0 {
+		p.nakAt, p.nakSeq = now, first
+	}
+	p.nakTries++
+	rto := max(2*p.srtt, p.srtt+4*p.rttvar) + r.backoff(p)
+	rto <<= min(p.nakTries-1, 8)
+	rto = min(max(rto, int64(minRTO)), int64(maxRTO))
+	p.nakDue = now + rto
+}
+
+func (r *receiver) sendNAK(p *peer, seq, count uint64) {
+	c := r.c
+	h := header{kind: kindNAK, session: c.session, seq: seq}
+	putHeader(r.ctrlBuf[:], &h)
+	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count), uint32(min(p.srtt, int64(maxRTO))))
+	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+nakPayload], Addr: p.key.addr}
+	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
+		c.stats.naksSent.Add(1)
+	}
+}
+
+// statusDue reports to a FlowMin sender once its position or its room
+// moved on by a quarter of RecvWindow: the sender may be waiting for it.
+func (r *receiver) statusDue(p *peer, now int64) {
+	q := uint64(len(p.seqs)) / 4
+	if p.flowMin && (p.contig-p.statusPos >= q || p.next+uint64(len(p.seqs))-p.statusLim >= q) {
+		r.sendStatus(p, now)
+	}
+}
+
+func (r *receiver) sendStatus(p *peer, now int64) {
+	c := r.c
+	h := header{kind: kindStatus, session: c.session, seq: p.contig}
+	putHeader(r.ctrlBuf[:], &h)
+	putStatus(r.ctrlBuf[headerLen:], p.key.session, p.next+uint64(len(p.seqs)))
+	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+statusPayload], Addr: p.key.addr}
+	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
+		c.stats.statusSent.Add(1)
+	}
+	p.statusPos, p.statusLim, p.statusAt = p.contig, p.next+uint64(len(p.seqs)), now
+}
+
+// next hands out the next message (or loss report) of the peers in turn.
+// ok is false when there is none.
+func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, ok bool) {
+	c := r.c
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.rLen > 0 {
+		p := r.pop()
+		if p.lost > 0 {
+			loss = &LossError{From: p.key.addr, Session: p.key.session, Messages: p.lost}
+			c.stats.lossesReported.Add(1)
+			c.stats.msgLost.Add(p.lost)
+			p.lost = 0
+			if p.headComplete(c.mtu) {
+				r.push(p)
+			}
+			return 0, p.addr, loss, true
+		}
+		if !p.headComplete(c.mtu) {
+			continue
+		}
+		n, truncated := p.deliver(b, c.mtu)
+		if truncated {
+			c.stats.truncated.Add(1)
+		}
+		c.stats.messagesReceived.Add(1)
+		c.stats.bytesReceived.Add(uint64(n))
+		now := c.now()
+		r.settle(p, now)
+		r.statusDue(p, now)
+		return n, p.addr, nil, true
+	}
+	return 0, nil, nil, false
+}
+
+// deliver copies the message at next into b and moves past it.
+func (p *peer) deliver(b []byte, mtu int) (n int, truncated bool) {
+	d := p.slot(p.next, mtu)
+	nfrag := uint64(binary.BigEndian.Uint16(d[4:]))
+	msg := binary.BigEndian.Uint64(d[20:])
+	for i := uint64(0); i < nfrag; i++ {
+		pl := p.slot(p.next+i, mtu)[headerLen:]
+		k := copy(b[n:], pl)
+		n += k
+		if k < len(pl) {
+			truncated = true
+		}
+	}
+	if msg > p.nextMsg && !p.joining {
+		p.lost += msg - p.nextMsg // cannot happen on a well-behaved sender
+	}
+	p.next += nfrag
+	p.nextMsg = msg + 1
+	p.joining = false
+	return n, truncated
+}
+
+// tick runs due NAKs, status reports and timeouts, and returns when it next
+// has something to do.
+func (r *receiver) tick(now int64) int64 {
+	c := r.c
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := now + int64(c.cfg.StatusInterval)
+	sweep := now-r.lastTick >= int64(c.cfg.StatusInterval)
+	if sweep {
+		r.lastTick = now
+	}
+	for k, p := range r.peers {
+		if p.nakDue != 0 && now >= p.nakDue {
+			r.sendNAKs(p, now)
+		}
+		if p.nakDue != 0 && p.nakDue < next {
+			next = p.nakDue
+		}
+		if !sweep {
+			continue
+		}
+		if now-p.statusAt >= int64(c.cfg.StatusInterval) {
+			r.sendStatus(p, now)
+		}
+		gone := now-p.heard > int64(c.cfg.SenderTimeout)
+		done := p.fin && p.contig >= p.high
+		if (gone || done) && !p.queued {
+			if p.nakDue != 0 {
+				r.pending--
+			}
+			delete(r.peers, k)
+			if r.last == p {
+				r.last = nil
+			}
+			if gone {
+				c.stats.sendersTimedOut.Add(1)
+			}
+		}
+	}
+	return next
+}

@@ -1,0 +1,106 @@
+package reliable
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// dropFirst drops the first transmission (not repairs) of the data
+// datagrams for which lose(seq) is true.
+func dropFirst(lose func(seq uint64) bool) func([]byte) bool {
+	return func(b []byte) bool {
+		var h header
+		if _, err := decode(b, &h); err != nil || h.kind != kindData || h.flags&flagRepair != 0 {
+			return false
+		}
+		return lose(h.seq)
+	}
+}
+
+// dropAlways drops every transmission, repairs included, of the data
+// datagrams for which lose(seq) is true.
+func dropAlways(lose func(seq uint64) bool) func([]byte) bool {
+	return func(b []byte) bool {
+		var h header
+		if _, err := decode(b, &h); err != nil || h.kind != kindData {
+			return false
+		}
+		return lose(h.seq)
+	}
+}
+
+// Receivers that miss different datagrams, and the last ones (tail loss),
+// get every message once and in order through NAKs and repairs, with no
+// loss reported.
+func TestRepairGaps(t *testing.T) {
+	group := newGroup()
+	const count = 3000
+	tail := func(seq uint64) bool { return seq >= 2*count-3 }
+	rx := []*Conn{
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%10 == 3 || tail(s) })),
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%13 == 5 || (s >= 1000 && s < 1040) || tail(s) })),
+	}
+	// FlowMin: the sender waits for the receivers instead of running a
+	// window ahead of them (which FlowMax reports as loss).
+	tx := listenT(t, group, Config{FlowControl: FlowMin})
+	size := tx.frag + tx.frag/2 // 2 fragments each
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 2)
+	sendAll(t, tx, group, rx, count, size, 10*time.Second)
+	st := tx.Stats()
+	t.Logf("sender: %+v", st)
+	for _, r := range rx {
+		rs := r.Stats()
+		t.Logf("receiver: NAKs %d dup %d lost %d rtt %v", rs.NAKsSent, rs.Duplicates, rs.MessagesLost, rs.RTT)
+		require.NotZero(t, rs.NAKsSent)
+		require.Zero(t, rs.LossesReported)
+		require.Equal(t, uint64(count), rs.MessagesReceived)
+	}
+	require.NotZero(t, st.RepairsMulticast)
+	require.NotZero(t, st.NAKsReceived)
+}
+
+// What leaves the window before a receiver got it is reported, each
+// message once and at its place, and the messages after it are still
+// delivered. (A run that leaves the window in parts is reported in parts.)
+func TestLossReported(t *testing.T) {
+	group := newGroup()
+	const count = 1000
+	r := listenDrop(t, group, Config{}, dropAlways(func(s uint64) bool { return s >= 100 && s < 300 }))
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	time.Sleep(20 * time.Millisecond)
+	b := make([]byte, 64)
+	for i := uint64(0); i < count; i++ {
+		_, err := tx.WriteTo(payload(b, i), group)
+		require.NoError(t, err)
+	}
+	buf := make([]byte, 1024)
+	want := uint64(0)
+	reports := 0
+	for want < count {
+		r.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, from, err := r.ReadFrom(buf)
+		var le *LossError
+		if errors.As(err, &le) {
+			reports++
+			require.True(t, want >= 100 && want+le.Messages <= 300, "loss of %d reported at %d, not at the lost messages 100..299", le.Messages, want)
+			require.Equal(t, tx.local, le.From)
+			require.Equal(t, tx.session, le.Session)
+			require.Equal(t, tx.LocalAddr().String(), from.String())
+			want += le.Messages
+			continue
+		}
+		require.NoError(t, err)
+		i, err := checkMessage(buf[:n], 64)
+		require.NoError(t, err)
+		require.Equal(t, want, i)
+		want++
+	}
+	st := r.Stats()
+	require.Equal(t, uint64(reports), st.LossesReported)
+	require.Equal(t, uint64(200), st.MessagesLost)
+	require.Equal(t, uint64(800), st.MessagesReceived)
+}

@@ -1,0 +1,428 @@
+package reliable
+
+import (
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// sender is the sending half: the retransmit window, repairs, heartbeats
+// and flow control.
+//
+// The window is a ring of Window datagram slots, each a whole datagram
+// (header and payload) as sent: a repair resends the slot as it is, with
+// the repair flag set. Through rdmanet's public API a send copies the
+// slot into the conn's registered send memory (or posts it inline), so a
+// repair costs that one copy.
+type sender struct {
+	c  *Conn
+	mu sync.Mutex
+
+	w       uint64 // Window
+	buf     []byte // w slots of mtu bytes
+	lens    []int  // datagram length per slot
+	seqs    []uint64
+	repairT []int64 // when each slot was last repaired
+	next    uint64  // sequence of the next datagram
+	nextMsg uint64  // number of the next message
+	msgs    []rdmanet.Message
+
+	lastSend int64 // last data or heartbeat
+	hbEvery  int64 // current heartbeat interval (doubles while idle)
+	hbBuf    [headerLen + hbPayload]byte
+	ctrl     [1]rdmanet.Message
+	lostBuf  [headerLen]byte
+
+	receivers map[peerKey]*receiverState
+	wakeCh    chan struct{} // status arrived, deadline changed
+	lastSweep int64
+}
+
+// receiverState is what a sender knows of a receiver from its status.
+type receiverState struct {
+	pos   uint64 // first sequence it is missing
+	limit uint64 // one past the last sequence it has room for
+	heard int64
+}
+
+func (s *sender) init(c *Conn) {
+	s.c = c
+	s.w = uint64(c.cfg.Window)
+	s.buf = make([]byte, c.cfg.Window*c.mtu)
+	s.lens = make([]int, c.cfg.Window)
+	s.seqs = make([]uint64, c.cfg.Window)
+	s.repairT = make([]int64, c.cfg.Window)
+	maxFrags := (c.cfg.MaxMessage + c.frag - 1) / c.frag
+	if maxFrags < 64 {
+		maxFrags = 64
+	}
+	s.msgs = make([]rdmanet.Message, maxFrags)
+	s.hbEvery = int64(c.cfg.HeartbeatInterval)
+	s.receivers = make(map[peerKey]*receiverState)
+	s.wakeCh = make(chan struct{}, 1)
+}
+
+func (s *sender) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sender) slot(seq uint64) []byte {
+	i := int(seq % s.w)
+	return s.buf[i*s.c.mtu : (i+1)*s.c.mtu]
+}
+
+func (s *sender) flags() uint8 {
+	if s.c.cfg.FlowControl == FlowMin {
+		return flagFlowMin
+	}
+	return 0
+}
+
+// write cuts each message into datagrams, keeps them in the window and
+// sends them, as many datagrams a post as s.msgs holds. It returns how
+// many messages were sent.
+func (s *sender) write(ms [][]byte) (int, error) {
+	c := s.c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
+	staged := 0     // messages staged
+	flush := func() error {
+		if k == 0 {
+			return nil
+		}
+		sent, err := c.conn.WriteBatch(s.msgs[:k])
+		c.stats.datagramsSent.Add(uint64(sent))
+		k = 0
+		if err != nil {
+			return err
+		}
+		done += staged
+		staged = 0
+		return nil
+	}
+	for _, b := range ms {
+		nfrag := max((len(b)+c.frag-1)/c.frag, 1)
+		if k+nfrag > len(s.msgs) {
+			if err := flush(); err != nil {
+				return done, err
+			}
+		}
+		if c.cfg.FlowControl == FlowMin {
+			if lim, ok := s.slowest(c.now()); ok && s.next+uint64(nfrag) > lim {
+				// Waiting unlocks s.mu, and repairs use s.msgs.
+				if err := flush(); err != nil {
+					return done, err
+				}
+				if err := s.waitWindow(uint64(nfrag)); err != nil {
+					return done, err
+				}
+			}
+		}
+		h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
+		for i := 0; i < nfrag; i++ {
+			seq := s.next + uint64(i)
+			d := s.slot(seq)
+			h.frag, h.seq = uint16(i), seq
+			putHeader(d, &h)
+			chunk := b[i*c.frag:]
+			if len(chunk) > c.frag {
+				chunk = chunk[:c.frag]
+			}
+			n := headerLen + copy(d[headerLen:], chunk)
+			w := int(seq % s.w)
+			s.lens[w], s.seqs[w], s.repairT[w] = n, seq, 0
+			s.msgs[k] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
+			k++
+		}
+		s.next += uint64(nfrag)
+		s.nextMsg++
+		staged++
+		c.stats.messagesSent.Add(1)
+		c.stats.bytesSent.Add(uint64(len(b)))
+	}
+	s.lastSend = c.now()
+	s.hbEvery = int64(c.cfg.HeartbeatInterval)
+	return done, flush()
+}
+
+// waitWindow waits, with s.mu held on entry and return, while writing
+// nfrag more datagrams would overwrite one the slowest live receiver has
+// not got.
+func (s *sender) waitWindow(nfrag uint64) error {
+	c := s.c
+	counted := false
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		lim, ok := s.slowest(c.now())
+		if !ok || s.next+nfrag <= lim {
+			return nil
+		}
+		if !counted {
+			c.stats.fcWaits.Add(1)
+			counted = true
+		}
+		var timeout <-chan time.Time
+		if dl := c.writeDL.Load(); dl != 0 {
+			d := time.Duration(dl - time.Now().UnixNano())
+			if d <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			if t == nil {
+				t = time.NewTimer(d)
+			} else {
+				t.Reset(d)
+			}
+			timeout = t.C
+		}
+		// Wake at the latest when the slowest would time out.
+		rt := time.NewTimer(c.cfg.ReceiverTimeout)
+		s.mu.Unlock()
+		select {
+		case <-s.wakeCh:
+		case <-timeout:
+		case <-rt.C:
+		case <-c.closed:
+		}
+		rt.Stop()
+		s.mu.Lock()
+		if c.closing.Load() {
+			return net.ErrClosed
+		}
+	}
+}
+
+// slowest returns how far the sender may write: one past the last
+// sequence that every live receiver can still be repaired (its position
+// plus the window) and has room for.
+func (s *sender) slowest(now int64) (uint64, bool) {
+	var lim uint64
+	ok := false
+	for _, r := range s.receivers {
+		if now-r.heard > int64(s.c.cfg.ReceiverTimeout) {
+			continue
+		}
+		end := min(r.pos+s.w, r.limit)
+		if !ok || end < lim {
+			lim, ok = end, true
+		}
+	}
+	return lim, ok
+}
+
+// low returns the first sequence in the window that starts a message, and
+// that message's number; (next, nextMsg) when the window is empty.
+func (s *sender) low() (uint64, uint64) {
+	lo := uint64(0)
+	if s.next > s.w {
+		lo = s.next - s.w
+	}
+	for seq := lo; seq < s.next; seq++ {
+		d := s.slot(seq)
+		var h header
+		if _, err := decode(d[:s.lens[seq%s.w]], &h); err == nil && h.frag == 0 {
+			return seq, h.msg
+		}
+	}
+	return s.next, s.nextMsg
+}
+
+// nak answers a receiver's NAK for count datagrams from h.seq: what is in
+// the window is resent, to the group (or to the receiver), unless it was
+// repaired less than two round trips ago (the receiver's, from the NAK,
+// and at least RepairLinger): that repair is still on its way to everyone
+// who missed the datagram, so NAKs sent before it arrived are not answered
+// again, while a retry (sent no sooner than two round trips plus the
+// back-off after a first NAK) is. What left the window is answered with a "lost" datagram naming
+// where the window starts.
+func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
+	c := s.c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := c.now()
+	s.touch(from, h.session, now, 0, 0, false)
+	start, end := h.seq, h.seq+min(uint64(count), s.w)
+	if end > s.next {
+		end = s.next
+	}
+	lowSeq, lowMsg := s.low()
+	if start < lowSeq {
+		lh := header{kind: kindLost, session: c.session, seq: lowSeq, msg: lowMsg}
+		putHeader(s.lostBuf[:], &lh)
+		s.ctrl[0] = rdmanet.Message{Buffer: s.lostBuf[:], Addr: from}
+		c.conn.WriteBatch(s.ctrl[:])
+		c.stats.lostSent.Add(1)
+		start = lowSeq
+	}
+	to := c.group
+	if c.cfg.UnicastRepair {
+		to = from
+	}
+	k := 0
+	flush := func() {
+		if k == 0 {
+			return
+		}
+		n, _ := c.conn.WriteBatch(s.msgs[:k])
+		if c.cfg.UnicastRepair {
+			c.stats.repairsUnicast.Add(uint64(n))
+		} else {
+			c.stats.repairsMulticast.Add(uint64(n))
+		}
+		k = 0
+	}
+	linger := min(max(2*rtt, int64(c.cfg.RepairLinger)), int64(maxRTO))
+	for seq := start; seq < end; seq++ {
+		i := seq % s.w
+		if s.seqs[i] != seq || s.lens[i] == 0 {
+			continue
+		}
+		if t := s.repairT[i]; t != 0 && now-t < linger {
+			c.stats.suppressed.Add(1)
+			continue
+		}
+		s.repairT[i] = now
+		d := s.slot(seq)
+		d[1] |= flagRepair
+		s.msgs[k] = rdmanet.Message{Buffer: d[:s.lens[i]], Addr: to}
+		if k++; k == len(s.msgs) {
+			flush()
+		}
+	}
+	flush()
+}
+
+// touch records that a receiver was heard; with pos, where it is.
+func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos, limit uint64, hasPos bool) {
+	key := peerKey{addr: from, session: session}
+	r := s.receivers[key]
+	if r == nil {
+		if !hasPos || len(s.receivers) >= 4*s.c.cfg.MaxSenders {
+			return
+		}
+		r = &receiverState{}
+		s.receivers[key] = r
+	}
+	r.heard = now
+	if hasPos {
+		r.pos, r.limit = max(r.pos, pos), max(r.limit, limit)
+	}
+}
+
+// status records a receiver's position.
+func (s *sender) status(from rdmanet.Addr, h *header, limit uint64) {
+	s.mu.Lock()
+	s.touch(from, h.session, s.c.now(), h.seq, limit, true)
+	s.mu.Unlock()
+	s.wake()
+}
+
+// heartbeat sends the sender's position to the group.
+func (s *sender) heartbeat(fin bool) {
+	c := s.c
+	lowSeq, lowMsg := s.low()
+	h := header{kind: kindHeartbeat, flags: s.flags(), session: c.session, seq: s.next, msg: s.nextMsg}
+	if fin {
+		h.flags |= flagFin
+	}
+	putHeader(s.hbBuf[:], &h)
+	putHeartbeat(s.hbBuf[headerLen:], lowSeq, lowMsg)
+	s.ctrl[0] = rdmanet.Message{Buffer: s.hbBuf[:], Addr: c.group}
+	if _, err := c.conn.WriteBatch(s.ctrl[:]); err == nil {
+		c.stats.heartbeats.Add(1)
+	}
+}
+
+// tick sends a heartbeat when the sender has been idle, forgets silent
+// receivers, and returns when it next has something to do.
+func (s *sender) tick(now int64) int64 {
+	c := s.c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Heartbeats start with the first write; with FlowMin at once, so
+	// that receivers learn of the sender (and report their status to
+	// it) before it writes.
+	next := now + int64(c.cfg.HeartbeatMax)
+	if s.next == 0 && c.cfg.FlowControl != FlowMin {
+		return next
+	}
+	if now-s.lastSend >= s.hbEvery {
+		s.heartbeat(false)
+		s.lastSend = now
+		if s.hbEvery *= 2; s.hbEvery > int64(c.cfg.HeartbeatMax) {
+			s.hbEvery = int64(c.cfg.HeartbeatMax)
+		}
+	}
+	if t := s.lastSend + s.hbEvery; t < next {
+		next = t
+	}
+	if now-s.lastSweep > int64(c.cfg.ReceiverTimeout) {
+		s.lastSweep = now
+		for k, r := range s.receivers {
+			if now-r.heard > int64(c.cfg.ReceiverTimeout) {
+				delete(s.receivers, k)
+				c.stats.receiversTimedOut.Add(1)
+				s.wake()
+			}
+		}
+	}
+	return next
+}
+
+// linger runs at Close: while some live receiver lacks what this conn
+// sent, it keeps announcing the end (heartbeats with the fin flag, which
+// ask receivers for their status) and serving repairs, for at most
+// Config.Linger. A receiver the sender has not heard from yet cannot be
+// waited for: with none known, it lingers four status intervals (at least
+// 5 ms) for one to speak up.
+func (s *sender) linger() {
+	c := s.c
+	s.mu.Lock()
+	sent := s.next > 0
+	s.mu.Unlock()
+	if !sent || c.cfg.Linger < 0 {
+		return
+	}
+	start := c.now()
+	deadline := start + int64(c.cfg.Linger)
+	// Receivers report every StatusInterval (and at once to a fin): when
+	// none is known, wait a few intervals for one to speak up.
+	unknownWait := start + min(int64(c.cfg.Linger), max(4*int64(c.cfg.StatusInterval), int64(5*time.Millisecond)))
+	every := 100 * time.Microsecond
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		s.heartbeat(true)
+		done, known := true, len(s.receivers) > 0
+		now := c.now()
+		for _, r := range s.receivers {
+			if now-r.heard <= int64(c.cfg.ReceiverTimeout) && r.pos < s.next {
+				done = false
+			}
+		}
+		s.mu.Unlock()
+		if (done && (known || now >= unknownWait)) || now >= deadline {
+			return
+		}
+		t.Reset(every)
+		select {
+		case <-t.C:
+		case <-s.wakeCh:
+		}
+		if every < 5*time.Millisecond {
+			every *= 2
+		}
+	}
+}

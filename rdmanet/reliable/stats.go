@@ -1,0 +1,76 @@
+package reliable
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts what a reliable conn did. Counters only grow.
+type Stats struct {
+	MessagesSent     uint64 // messages written
+	BytesSent        uint64 // their payload bytes
+	DatagramsSent    uint64 // data datagrams sent the first time
+	MessagesReceived uint64 // messages returned by ReadFrom
+	BytesReceived    uint64 // their payload bytes
+	Truncated        uint64 // messages longer than the read buffer
+
+	NAKsSent          uint64 // NAK datagrams sent (one per missing run)
+	NAKsReceived      uint64 // NAK datagrams received by this sender
+	RepairsMulticast  uint64 // datagrams resent to the group
+	RepairsUnicast    uint64 // datagrams resent to one receiver
+	RepairsSuppressed uint64 // NAKed datagrams not resent: repaired within RepairLinger
+	LostSent          uint64 // "lost" answers: a NAK asked for what left the window
+
+	Recovered      uint64 // data datagrams this receiver missed and got from a repair
+	Duplicates     uint64 // data datagrams received twice (repairs others asked for)
+	LossesReported uint64 // *LossError values returned by ReadFrom
+	MessagesLost   uint64 // messages they named
+	Overruns       uint64 // datagrams dropped: beyond RecvWindow (asked for again)
+
+	FlowControlWaits  uint64 // writes that waited for the slowest receiver
+	Heartbeats        uint64 // heartbeats sent
+	StatusSent        uint64 // status messages sent
+	SendersTimedOut   uint64 // senders forgotten after SenderTimeout
+	ReceiversTimedOut uint64 // receivers forgotten after ReceiverTimeout
+	Malformed         uint64 // datagrams that failed to decode, dropped
+	Foreign           uint64 // well-formed datagrams not for this conn, dropped
+
+	// RTT is the largest smoothed round trip (NAK to repair) among the
+	// senders this conn receives from (InitialRTT until one is measured).
+	RTT time.Duration
+}
+
+type counters struct {
+	messagesSent, bytesSent, datagramsSent        atomic.Uint64
+	messagesReceived, bytesReceived, truncated    atomic.Uint64
+	naksSent, naksReceived                        atomic.Uint64
+	repairsMulticast, repairsUnicast, suppressed  atomic.Uint64
+	lostSent, duplicates, lossesReported, msgLost atomic.Uint64
+	recovered                                     atomic.Uint64
+	overruns, fcWaits, heartbeats, statusSent     atomic.Uint64
+	sendersTimedOut, receiversTimedOut            atomic.Uint64
+	malformed, foreign                            atomic.Uint64
+}
+
+// Stats returns a snapshot of the conn's counters.
+func (c *Conn) Stats() Stats {
+	s := &c.stats
+	st := Stats{
+		MessagesSent: s.messagesSent.Load(), BytesSent: s.bytesSent.Load(),
+		DatagramsSent:    s.datagramsSent.Load(),
+		MessagesReceived: s.messagesReceived.Load(), BytesReceived: s.bytesReceived.Load(),
+		Truncated: s.truncated.Load(),
+		NAKsSent:  s.naksSent.Load(), NAKsReceived: s.naksReceived.Load(),
+		RepairsMulticast: s.repairsMulticast.Load(), RepairsUnicast: s.repairsUnicast.Load(),
+		RepairsSuppressed: s.suppressed.Load(), LostSent: s.lostSent.Load(),
+		Recovered:  s.recovered.Load(),
+		Duplicates: s.duplicates.Load(), LossesReported: s.lossesReported.Load(),
+		MessagesLost: s.msgLost.Load(), Overruns: s.overruns.Load(),
+		FlowControlWaits: s.fcWaits.Load(), Heartbeats: s.heartbeats.Load(),
+		StatusSent:      s.statusSent.Load(),
+		SendersTimedOut: s.sendersTimedOut.Load(), ReceiversTimedOut: s.receiversTimedOut.Load(),
+		Malformed: s.malformed.Load(), Foreign: s.foreign.Load(),
+	}
+	st.RTT = c.rcv.maxRTT()
+	return st
+}

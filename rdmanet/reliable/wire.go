@@ -1,0 +1,172 @@
+package reliable
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// The wire format is documented in doc.go ("Wire format").
+
+const (
+	version   = 1
+	headerLen = 28
+
+	hbPayload     = 16 // heartbeat: low seq, low msg
+	nakPayload    = 12 // NAK: target session, count, RTT
+	statusPayload = 12 // status: target session, limit
+)
+
+// kind is a datagram's type: the low nibble of byte 0.
+type kind uint8
+
+const (
+	kindData      kind = 1 // a message fragment (new or a repair)
+	kindHeartbeat kind = 2 // the sender's position, when it is idle
+	kindNAK       kind = 3 // a receiver asks for datagrams (unicast)
+	kindStatus    kind = 4 // a receiver's position (unicast)
+	kindLost      kind = 5 // the sender no longer holds what was asked (unicast)
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindData:
+		return "data"
+	case kindHeartbeat:
+		return "heartbeat"
+	case kindNAK:
+		return "nak"
+	case kindStatus:
+		return "status"
+	case kindLost:
+		return "lost"
+	}
+	return "unknown"
+}
+
+// Flags, byte 1.
+const (
+	flagRepair  = 1 << 0 // data: a retransmission
+	flagFlowMin = 1 << 1 // data, heartbeat: the sender runs "min" flow control
+	flagFin     = 1 << 2 // heartbeat: the sender is closing
+	flagsKnown  = flagRepair | flagFlowMin | flagFin
+)
+
+// header is the decoded fixed header of every datagram.
+type header struct {
+	kind    kind
+	flags   uint8
+	frag    uint16 // data: index of this fragment in its message
+	nfrag   uint16 // data: fragments in the message (>= 1)
+	session uint32 // the session of the endpoint that sent the datagram
+	seq     uint64
+	msg     uint64
+}
+
+// Decode errors: each is counted (Stats.Malformed) and the datagram dropped.
+var (
+	errShort    = errors.New("reliable: datagram shorter than the header")
+	errVersion  = errors.New("reliable: unknown version")
+	errKind     = errors.New("reliable: unknown kind")
+	errFlags    = errors.New("reliable: unknown flags")
+	errReserved = errors.New("reliable: reserved bytes not zero")
+	errFragment = errors.New("reliable: fragment index out of range")
+	errPayload  = errors.New("reliable: payload length wrong for the kind")
+)
+
+// putHeader writes h into b[:headerLen].
+func putHeader(b []byte, h *header) {
+	_ = b[headerLen-1]
+	b[0] = version<<4 | uint8(h.kind)
+	b[1] = h.flags
+	binary.BigEndian.PutUint16(b[2:], h.frag)
+	binary.BigEndian.PutUint16(b[4:], h.nfrag)
+	b[6], b[7] = 0, 0
+	binary.BigEndian.PutUint32(b[8:], h.session)
+	binary.BigEndian.PutUint64(b[12:], h.seq)
+	binary.BigEndian.PutUint64(b[20:], h.msg)
+}
+
+// decode parses a datagram's header and checks it against its kind; it
+// returns the payload. It never panics and allocates nothing.
+func decode(b []byte, h *header) ([]byte, error) {
+	if len(b) < headerLen {
+		return nil, errShort
+	}
+	if b[0]>>4 != version {
+		return nil, errVersion
+	}
+	h.kind = kind(b[0] & 0x0f)
+	h.flags = b[1]
+	h.frag = binary.BigEndian.Uint16(b[2:])
+	h.nfrag = binary.BigEndian.Uint16(b[4:])
+	if b[6] != 0 || b[7] != 0 {
+		return nil, errReserved
+	}
+	h.session = binary.BigEndian.Uint32(b[8:])
+	h.seq = binary.BigEndian.Uint64(b[12:])
+	h.msg = binary.BigEndian.Uint64(b[20:])
+	if h.flags&^flagsKnown != 0 {
+		return nil, errFlags
+	}
+	p := b[headerLen:]
+	want := -1
+	switch h.kind {
+	case kindData:
+		if h.nfrag == 0 || h.frag >= h.nfrag || uint64(h.frag) > h.seq {
+			return nil, errFragment
+		}
+		return p, nil
+	case kindHeartbeat:
+		want = hbPayload
+	case kindNAK:
+		want = nakPayload
+	case kindStatus:
+		want = statusPayload
+	case kindLost:
+		want = 0
+	default:
+		return nil, errKind
+	}
+	if h.frag != 0 || h.nfrag != 0 {
+		return nil, errFragment
+	}
+	if len(p) != want {
+		return nil, errPayload
+	}
+	return p, nil
+}
+
+// heartbeat payload: the first sequence the sender still holds that starts
+// a message, and that message's number.
+func putHeartbeat(p []byte, lowSeq, lowMsg uint64) {
+	binary.BigEndian.PutUint64(p, lowSeq)
+	binary.BigEndian.PutUint64(p[8:], lowMsg)
+}
+
+func parseHeartbeat(p []byte) (lowSeq, lowMsg uint64) {
+	return binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
+}
+
+// NAK payload: the session of the sender asked, how many datagrams from
+// the header's seq, and the receiver's smoothed round trip in nanoseconds
+// (the sender holds off repeating a repair for that long).
+func putNAK(p []byte, target, count, rttNanos uint32) {
+	binary.BigEndian.PutUint32(p, target)
+	binary.BigEndian.PutUint32(p[4:], count)
+	binary.BigEndian.PutUint32(p[8:], rttNanos)
+}
+
+func parseNAK(p []byte) (target, count, rttNanos uint32) {
+	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
+}
+
+// status payload: the session of the sender, and one past the last seq
+// the receiver has room for.
+func putStatus(p []byte, target uint32, limit uint64) {
+	binary.BigEndian.PutUint32(p, target)
+	binary.BigEndian.PutUint64(p[4:], limit)
+}
+
+func parseStatus(p []byte) (target uint32, limit uint64) {
+	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:])
+}
