@@ -4,7 +4,7 @@
 // the same run. Run (as root in a network namespace of its own):
 //
 //	unshare -n sh -c 'ip link set lo up && go test -run "^$" -bench "Throughput|PingPong|WriteTo" -benchtime 1s -count 5 . | tee bench.txt'
-//	benchstat -col /impl bench.txt
+//	benchstat bench.txt
 //
 // Throughput: one sender floods, one receiver reads; msgs/s is what the
 // receiver got per second, drops what it missed. Ping-pong: A sends to
