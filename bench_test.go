@@ -662,3 +662,25 @@ func BenchmarkWriteTo(b *testing.B) {
 		}
 	}
 }
+
+// The benchmarks' percentiles are nearest-rank ones, as `rdmanet perf`
+// prints (cmd/rdmanet TestPercentile): p99 of 1..1000 is 990, where the
+// index len*99/100 gave 991.
+func TestPercentileNearestRank(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		p    float64
+		want time.Duration
+	}{{100, 50, 50}, {100, 99, 99}, {1000, 50, 500}, {1000, 99, 990}, {1000, 99.9, 999}, {1, 99, 1}, {2, 50, 1}, {2, 51, 2}} {
+		s := make([]time.Duration, tc.n)
+		for i := range s {
+			s[i] = time.Duration(i + 1)
+		}
+		if got := percentile(s, tc.p); got != tc.want {
+			t.Errorf("p%v of 1..%d: got %d, want %d", tc.p, tc.n, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("p99 of nothing: got %d, want 0", got)
+	}
+}
