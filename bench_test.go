@@ -1,24 +1,40 @@
 // Benchmarks of rdmanet beside what a Go program would otherwise use for
 // multicast: net.UDPConn, and golang.org/x/net/ipv4's batch I/O. Each
 // baseline runs in the same process, on the same loopback interface, in
-// the same run. Run:
+// the same run. Run (as root in a network namespace of its own):
 //
-//	go test -run '^$' -bench . -benchtime 2s -count 5 . | tee bench.txt
+//	unshare -n sh -c 'ip link set lo up && go test -run "^$" -bench "Throughput|PingPong|WriteTo" -benchtime 1s -count 5 . | tee bench.txt'
 //	benchstat bench.txt
 //
 // Throughput: one sender floods, one receiver reads; msgs/s is what the
 // receiver got per second, drops what it missed. Ping-pong: A sends to
-// group 1, B answers on group 2; p50/p99 are half round trips.
+// group 1, B answers on group 2; p50/p99 are half round trips, by the
+// nearest-rank method (as `rdmanet perf`).
+//
+// The baselines get what a Go program gets at its best: every UDP
+// receiver asks for the same SO_RCVBUF as the software backend's
+// sockets (benchRcvBuf; the kernel caps both at net.core.rmem_max, and
+// the run prints what each was granted), and the UDP senders come both
+// unconnected (WriteToUDP) and connected (net.DialUDP + Write, what most
+// Go multicast senders do: udp-connected). rdmanet's senders come
+// send-only (rdmanet) and as a plain full-member conn with loopback on
+// (rdmanet-member, what a newcomer writes: it also receives its own
+// datagrams).
 package bench_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +42,98 @@ import (
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"golang.org/x/net/ipv4"
 )
+
+// benchRcvBuf is the SO_RCVBUF the software backend asks for its sockets
+// (internal/verbs/soft); every UDP receiver here asks for the same.
+const benchRcvBuf = 4 << 20
+
+// TestMain prints, before a benchmark run, the receive buffers the kernel
+// granted each side, as a benchstat configuration line.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		fmt.Println(rcvbufLine())
+	}
+	os.Exit(m.Run())
+}
+
+// rcvbufLine reports SO_RCVBUF as getsockopt gives it (twice what was
+// granted: the kernel doubles the request for its overhead) for a UDP
+// receiver and for a software-backend receiver's sockets, beside what
+// each asked and net.core.rmem_max, which caps it.
+func rcvbufLine() string {
+	rmem := "?"
+	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
+		rmem = strings.TrimSpace(string(b))
+	}
+	udp := "?"
+	if lo, err := net.InterfaceByName("lo"); err != nil {
+		udp = err.Error()
+	} else if rx, err := net.ListenMulticastUDP("udp4", lo, nextGroup()); err != nil {
+		udp = err.Error()
+	} else {
+		if err := rx.SetReadBuffer(benchRcvBuf); err == nil {
+			if n, err := sockRcvBuf(rx); err == nil {
+				udp = strconv.Itoa(n)
+			}
+		}
+		rx.Close()
+	}
+	rdma := "?"
+	lc := benchConfig()
+	if c, err := lc.ListenMulticast(context.Background(), "rdma", nil, nextGroup()); err == nil {
+		if lc.Backend == rdmanet.BackendSoftware {
+			rdma = strings.Join(roceRcvBufs(), ",")
+		} else {
+			rdma = "rdma-core(ring)"
+		}
+		c.Close()
+	}
+	return fmt.Sprintf("rcvbuf: asked=%d rmem_max=%s udp=%s rdmanet=%s", benchRcvBuf, rmem, udp, rdma)
+}
+
+func sockRcvBuf(c *net.UDPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { n, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) }); err != nil {
+		return 0, err
+	}
+	return n, serr
+}
+
+// roceRcvBufs is SO_RCVBUF of each of this process's IPv4 sockets bound
+// to UDP 4791: the software backend's.
+func roceRcvBufs() []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return []string{"?"}
+	}
+	var out []string
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || !strings.HasPrefix(l, "socket:") {
+			continue
+		}
+		sa, err := syscall.Getsockname(fd)
+		if a, ok := sa.(*syscall.SockaddrInet4); err != nil || !ok || a.Port != 4791 {
+			continue
+		}
+		if n, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
+			out = append(out, strconv.Itoa(n))
+		}
+	}
+	if out == nil {
+		return []string{"?"}
+	}
+	return out
+}
 
 type size struct {
 	name string
@@ -94,6 +202,16 @@ func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duratio
 	// The software backend keeps its default ring: the socket buffer does
 	// the buffering there, as for the UDP baseline.
 	lc.SendOnly, lc.DisableLoopback, lc.SendDepth, lc.Spin = sendOnly, true, 256, spin
+	return listenRDMA(tb, lc, group)
+}
+
+// newMember is the sender a newcomer writes: a conn with the default
+// options (full member, loopback on), so it also receives what it sends.
+func newMember(tb testing.TB, group *net.UDPAddr) *rdmaEP {
+	return listenRDMA(tb, benchConfig(), group)
+}
+
+func listenRDMA(tb testing.TB, lc rdmanet.ListenConfig, group *net.UDPAddr) *rdmaEP {
 	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
 	if err != nil {
 		tb.Fatal(err)
@@ -136,13 +254,14 @@ func (e *rdmaEP) close() { e.c.Close() }
 // ---- net.UDPConn and x/net/ipv4 ----
 
 type udpEP struct {
-	rx    *net.UDPConn
-	tx    *net.UDPConn
-	rxp   *ipv4.PacketConn
-	txp   *ipv4.PacketConn
-	group *net.UDPAddr
-	out   []ipv4.Message
-	in    []ipv4.Message
+	rx        *net.UDPConn
+	tx        *net.UDPConn
+	rxp       *ipv4.PacketConn
+	txp       *ipv4.PacketConn
+	group     *net.UDPAddr
+	connected bool // tx is connected to the group: Write, not WriteToUDP
+	out       []ipv4.Message
+	in        []ipv4.Message
 }
 
 func loopback(tb testing.TB) *net.Interface {
@@ -153,25 +272,50 @@ func loopback(tb testing.TB) *net.Interface {
 	return lo
 }
 
-func newUDP(tb testing.TB, group *net.UDPAddr, rxBuf int) *udpEP {
+// newUDP is a net.ListenMulticastUDP receiver on lo with benchRcvBuf, and
+// a sender from 127.0.0.1 with IP_MULTICAST_IF lo and loopback on:
+// unconnected, or connected to the group (net.DialUDP + Write).
+func newUDP(tb testing.TB, group *net.UDPAddr, connected bool) *udpEP {
 	lo := loopback(tb)
 	rx, err := net.ListenMulticastUDP("udp4", lo, group)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if rxBuf > 0 {
-		rx.SetReadBuffer(rxBuf)
+	if err := rx.SetReadBuffer(benchRcvBuf); err != nil {
+		tb.Fatal(err)
 	}
-	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
+	local := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	var tx *net.UDPConn
+	if connected {
+		// net.DialUDP, with the multicast interface set before the
+		// connect: the kernel routes a multicast connect by it.
+		d := net.Dialer{LocalAddr: local, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptIPMreqn(int(fd), syscall.IPPROTO_IP, syscall.IP_MULTICAST_IF,
+					&syscall.IPMreqn{Ifindex: int32(lo.Index)})
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		c, err := d.Dial("udp4", group.String())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tx = c.(*net.UDPConn)
+	} else if tx, err = net.ListenUDP("udp4", local); err != nil {
 		tb.Fatal(err)
 	}
 	txp := ipv4.NewPacketConn(tx)
 	if err := txp.SetMulticastInterface(lo); err != nil {
 		tb.Fatal(err)
 	}
-	txp.SetMulticastLoopback(true)
-	e := &udpEP{rx: rx, tx: tx, rxp: ipv4.NewPacketConn(rx), txp: txp, group: group,
+	if err := txp.SetMulticastLoopback(true); err != nil {
+		tb.Fatal(err)
+	}
+	e := &udpEP{rx: rx, tx: tx, rxp: ipv4.NewPacketConn(rx), txp: txp, group: group, connected: connected,
 		out: make([]ipv4.Message, 64), in: make([]ipv4.Message, 64)}
 	for i := range e.out {
 		e.out[i].Buffers = make([][]byte, 1)
@@ -181,7 +325,15 @@ func newUDP(tb testing.TB, group *net.UDPAddr, rxBuf int) *udpEP {
 	return e
 }
 
-func (e *udpEP) send(b []byte) error        { _, err := e.tx.WriteToUDP(b, e.group); return err }
+func (e *udpEP) send(b []byte) error {
+	var err error
+	if e.connected {
+		_, err = e.tx.Write(b)
+	} else {
+		_, err = e.tx.WriteToUDP(b, e.group)
+	}
+	return err
+}
 func (e *udpEP) recv(b []byte) (int, error) { n, _, err := e.rx.ReadFromUDP(b); return n, err }
 func (e *udpEP) sendBatch(bs [][]byte) error {
 	ms := e.out[:len(bs)]
@@ -297,6 +449,12 @@ func BenchmarkThroughput(b *testing.B) {
 			tx := newRDMA(b, g, true, 0)
 			throughput(b, tx, rx, sz.n, false)
 		})
+		b.Run("rdmanet-member/"+sz.name, func(b *testing.B) {
+			g := nextGroup()
+			rx := newRDMA(b, g, false, 0)
+			tx := newMember(b, g)
+			throughput(b, tx, rx, sz.n, false)
+		})
 		b.Run("rdmanet-batch/"+sz.name, func(b *testing.B) {
 			g := nextGroup()
 			rx := newRDMA(b, g, false, 0)
@@ -317,11 +475,15 @@ func BenchmarkThroughput(b *testing.B) {
 			throughput(b, tx, rx, sz.n, false)
 		})
 		b.Run("udp/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), 0)
+			e := newUDP(b, nextGroup(), false)
+			throughput(b, e, e, sz.n, false)
+		})
+		b.Run("udp-connected/"+sz.name, func(b *testing.B) {
+			e := newUDP(b, nextGroup(), true)
 			throughput(b, e, e, sz.n, false)
 		})
 		b.Run("ipv4-batch/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), 0)
+			e := newUDP(b, nextGroup(), false)
 			throughput(b, e, e, sz.n, true)
 		})
 	}
@@ -365,8 +527,19 @@ func pingpong(b *testing.B, aTx, aRx, bTx, bRx endpoint, size int) {
 	}
 	<-done
 	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(percentile(lat, 50).Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(percentile(lat, 99).Nanoseconds()), "p99-ns")
+}
+
+// percentile is the p-th percentile of sorted by the nearest-rank method
+// (the smallest value with at least p% of the values at or below it), as
+// `rdmanet perf` reports it.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p/100*float64(len(sorted)) - 1e-9))
+	return sorted[max(1, min(rank, len(sorted)))-1]
 }
 
 func BenchmarkPingPong(b *testing.B) {
@@ -375,16 +548,26 @@ func BenchmarkPingPong(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()
 			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 0), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 0), sz.n)
 		})
+		b.Run("rdmanet-member/"+sz.name, func(b *testing.B) {
+			g1, g2 := nextGroup(), nextGroup()
+			pingpong(b, newMember(b, g1), newRDMA(b, g2, false, 0), newMember(b, g2), newRDMA(b, g1, false, 0), sz.n)
+		})
 		b.Run("rdmanet-spin100us/"+sz.name, func(b *testing.B) {
 			g1, g2 := nextGroup(), nextGroup()
 			pingpong(b, newRDMA(b, g1, true, 0), newRDMA(b, g2, false, 100*time.Microsecond), newRDMA(b, g2, true, 0), newRDMA(b, g1, false, 100*time.Microsecond), sz.n)
 		})
-		b.Run("udp/"+sz.name, func(b *testing.B) {
-			g1, g2 := nextGroup(), nextGroup()
-			a, c := newUDP(b, g1, 0), newUDP(b, g2, 0)
-			// a.tx sends to g1 where c.rx listens; c.tx answers to g2 where a.rx listens.
-			pingpong(b, a, swapRx{a, c}, c, swapRx{c, a}, sz.n)
-		})
+		for _, connected := range []bool{false, true} {
+			name := "udp/"
+			if connected {
+				name = "udp-connected/"
+			}
+			b.Run(name+sz.name, func(b *testing.B) {
+				g1, g2 := nextGroup(), nextGroup()
+				a, c := newUDP(b, g1, connected), newUDP(b, g2, connected)
+				// a.tx sends to g1 where c.rx listens; c.tx answers to g2 where a.rx listens.
+				pingpong(b, a, swapRx{a, c}, c, swapRx{c, a}, sz.n)
+			})
+		}
 	}
 }
 
@@ -456,27 +639,48 @@ func (s swapRx) close()                               {}
 
 func BenchmarkWriteTo(b *testing.B) {
 	for _, sz := range sizes(b) {
-		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
-			e := newRDMA(b, nextGroup(), true, 0)
-			defer e.close()
-			p := make([]byte, sz.n)
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if err := e.send(p); err != nil {
-					b.Fatal(err)
+		for _, kind := range []string{"rdmanet", "rdmanet-member", "udp", "udp-connected"} {
+			b.Run(kind+"/"+sz.name, func(b *testing.B) {
+				var e endpoint
+				switch kind {
+				case "rdmanet":
+					e = newRDMA(b, nextGroup(), true, 0)
+				case "rdmanet-member":
+					e = newMember(b, nextGroup())
+				default:
+					e = newUDP(b, nextGroup(), kind == "udp-connected")
 				}
-			}
-		})
-		b.Run("udp/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), 0)
-			defer e.close()
-			p := make([]byte, sz.n)
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if err := e.send(p); err != nil {
-					b.Fatal(err)
+				defer e.close()
+				p := make([]byte, sz.n)
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := e.send(p); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// The benchmarks' percentiles are nearest-rank ones, as `rdmanet perf`
+// prints (cmd/rdmanet TestPercentile): p99 of 1..1000 is 990, where the
+// index len*99/100 gave 991.
+func TestPercentileNearestRank(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		p    float64
+		want time.Duration
+	}{{100, 50, 50}, {100, 99, 99}, {1000, 50, 500}, {1000, 99, 990}, {1000, 99.9, 999}, {1, 99, 1}, {2, 50, 1}, {2, 51, 2}} {
+		s := make([]time.Duration, tc.n)
+		for i := range s {
+			s[i] = time.Duration(i + 1)
+		}
+		if got := percentile(s, tc.p); got != tc.want {
+			t.Errorf("p%v of 1..%d: got %d, want %d", tc.p, tc.n, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("p99 of nothing: got %d, want 0", got)
 	}
 }

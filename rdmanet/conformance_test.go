@@ -289,10 +289,12 @@ var conformanceCases = []conformanceCase{
 	}},
 	{"read deadline cleared while blocked", func(t *testing.T, s subject) {
 		p := s.open(t)
-		require.NoError(t, p.rx.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+		// The old deadline leaves blockedRead's 50 ms a wide margin: under
+		// emulation (the rxe VM) a 50 ms sleep has taken over 100 ms.
+		require.NoError(t, p.rx.SetReadDeadline(time.Now().Add(500*time.Millisecond)))
 		ch := blockedRead(p.rx)
 		require.NoError(t, p.rx.SetReadDeadline(time.Time{}))
-		time.Sleep(200 * time.Millisecond) // past the old deadline
+		time.Sleep(600 * time.Millisecond) // past the old deadline
 		send(t, p, "no deadline")
 		r := await(t, ch, 5*time.Second, "ReadFrom")
 		require.NoError(t, r.err)

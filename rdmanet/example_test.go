@@ -62,3 +62,44 @@ func ExampleConn_ReadLend() {
 	d.Release() // the buffer goes back to the receive ring
 	// Output: no copy
 }
+
+// Porting a UDP multicast sender. A UDP program dials the group:
+//
+//	c, err := net.DialUDP("udp4", nil, group)
+//	c.Write(msg)
+//
+// rdmanet has no Dial: a sender is a conn on the group as well. A full
+// member (the default, as ListenMulticast gives it) also receives the
+// group's traffic, its own datagrams included unless loopback is off; a
+// send-only member (ListenConfig.SendOnly) receives nothing and is what a
+// sender that never reads wants.
+func Example_sender() {
+	group := &net.UDPAddr{IP: net.IPv4(239, 77, 250, 3), Port: 7700} // the port is ignored
+
+	// The receiver, where UDP has net.ListenMulticastUDP("udp4", nil, group).
+	rx, err := rdmanet.ListenMulticast("rdma", nil, group) // nil interface: loopback
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rx.Close()
+
+	// The sender, where UDP has net.DialUDP("udp4", nil, group).
+	lc := rdmanet.ListenConfig{SendOnly: true}
+	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Close()
+	if _, err := tx.WriteTo([]byte("hello, receivers"), group); err != nil {
+		log.Fatal(err)
+	}
+
+	buf := make([]byte, rx.MTU())
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _, err := rx.ReadFrom(buf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", buf[:n])
+	// Output: hello, receivers
+}

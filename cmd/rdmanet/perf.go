@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
-const perfArgs = "pingpong|throughput [-size N] [-count N | -duration D] [-backend B] [-baseline udp] [-iface IF] [-bind ADDR] [-group G] [-role R] [-batch N] [-spin D] [-receivers N] [-rate R] [-rcvbuf N] [-json] [-progress D]"
+const perfArgs = "pingpong|throughput [-size N] [-count N | -duration D] [-backend B] [-baseline udp] [-sender S] [-iface IF] [-bind ADDR] [-group G] [-role R] [-batch N] [-spin D] [-receivers N] [-rate R] [-rcvbuf N] [-json] [-progress D]"
 
 const (
 	defaultPerfGroup     = "239.255.77.1"
@@ -31,6 +34,20 @@ const (
 	perfUDPRcvBuf = 4 << 20
 )
 
+// Senders (-sender): how a run opens the conns that send.
+const (
+	// rdmanet: joined send-only, loopback off (the default).
+	senderSendOnly = "send-only"
+	// rdmanet: a plain ListenMulticast conn, full member with loopback on,
+	// as a newcomer writes it: it also receives what it sends.
+	senderMember = "member"
+	// -baseline udp: net.DialUDP to the group + Write, as most Go
+	// multicast senders (the default).
+	senderConnected = "connected"
+	// -baseline udp: one unconnected socket, WriteToUDP.
+	senderUnconnected = "unconnected"
+)
+
 // perfConfig is a parsed `rdmanet perf` command line.
 type perfConfig struct {
 	mode      string // "pingpong" or "throughput"
@@ -40,6 +57,7 @@ type perfConfig struct {
 	duration  time.Duration
 	backend   string
 	baseline  string // "" or "udp"
+	sender    string // senderSendOnly, senderMember, senderConnected or senderUnconnected
 	iface     string
 	bindIP    net.IP
 	device    string
@@ -63,6 +81,7 @@ func runPerf(e *env, args []string) error {
 	fs.DurationVar(&c.duration, "duration", 0, "run for this long instead of -count")
 	fs.StringVar(&c.backend, "backend", "auto", "rdmanet backend: auto, software or rdma-core")
 	fs.StringVar(&c.baseline, "baseline", "", `"udp": run the same test over net.UDPConn multicast on the same interface`)
+	fs.StringVar(&c.sender, "sender", "", "how senders are opened: rdmanet send-only (default) or member (a plain ListenMulticast conn: full member, loopback on); -baseline udp connected (default: net.DialUDP + Write) or unconnected (WriteToUDP)")
 	fs.StringVar(&c.iface, "iface", "", "interface (default: loopback; never another one unless named)")
 	bind := fs.String("bind", "", "local IPv4 address to bind (selects netdev, RDMA device and port)")
 	fs.StringVar(&c.device, "device", "", "RDMA device (rdma-core), must agree with -bind")
@@ -162,6 +181,19 @@ func (c *perfConfig) validate(pos []string, set map[string]bool, count uint64, b
 		}
 	default:
 		return usagef("bad -baseline %q: the only baseline is udp", c.baseline)
+	}
+	switch {
+	case c.sender == "" && c.baseline == "udp":
+		c.sender = senderConnected
+	case c.sender == "":
+		c.sender = senderSendOnly
+	case c.baseline == "udp" && c.sender != senderConnected && c.sender != senderUnconnected:
+		return usagef("bad -sender %q: -baseline udp takes connected or unconnected", c.sender)
+	case c.baseline == "" && c.sender != senderSendOnly && c.sender != senderMember:
+		return usagef("bad -sender %q: rdmanet takes send-only or member (connected and unconnected are for -baseline udp)", c.sender)
+	}
+	if c.role == "recv" && set["sender"] {
+		return usagef("-sender does not apply to -role recv")
 	}
 	if bind != "" {
 		a, err := netip.ParseAddr(bind)
@@ -264,7 +296,13 @@ type perfResult struct {
 	Batch     int            `json:"batch"`
 	Rate      float64        `json:"rate"`
 	Baseline  string         `json:"baseline"`
-	CPUPct    float64        `json:"cpu_pct"` // process CPU time / wall time of the measured part
+	Sender    string         `json:"sender"`
+	// RcvBuf is SO_RCVBUF of the receivers' sockets as getsockopt reports
+	// it (twice what the kernel granted, for its overhead); 0 where a
+	// receiver has no socket (rdma-core: the ring is the buffer).
+	RcvBuf  int     `json:"rcvbuf"`
+	RmemMax int     `json:"rmem_max"` // net.core.rmem_max, which caps SO_RCVBUF
+	CPUPct  float64 `json:"cpu_pct"`  // process CPU time / wall time of the measured part
 }
 
 // cpuTime is the process's user + system CPU time so far.
@@ -293,7 +331,7 @@ func (c *perfConfig) run(e *env) (*perfResult, error) {
 		pn.ifi = ifi
 	}
 	res := &perfResult{Mode: c.mode, Role: c.role, Group: c.group.IP.String(), Size: c.size,
-		SpinNs: int64(c.spin), Batch: c.batch, Rate: c.rate, Baseline: c.baseline,
+		SpinNs: int64(c.spin), Batch: c.batch, Rate: c.rate, Baseline: c.baseline, Sender: c.sender,
 		LossPct: []float64{}, Receivers: []perfReceiver{}, Histogram: []histBucket{}}
 	if res.Role == "" {
 		res.Role = "both"
@@ -307,11 +345,22 @@ func (c *perfConfig) run(e *env) (*perfResult, error) {
 	} else {
 		err = c.throughput(e, pn, res)
 	}
-	res.Backend, res.Device = pn.backend, pn.device
+	res.Backend, res.Device, res.RcvBuf = pn.backend, pn.device, pn.rcvbuf
+	res.RmemMax = rmemMax()
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// rmemMax is net.core.rmem_max of this network namespace, 0 if unknown.
+func rmemMax() int {
+	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 // interfaceOf finds the interface that holds ip.
@@ -377,6 +426,16 @@ func (r *perfResult) writeText(w interface{ Write([]byte) (int, error) }) error 
 	fmt.Fprintf(t, "device\t%s\n", r.Device)
 	fmt.Fprintf(t, "group\t%s\n", r.Group)
 	fmt.Fprintf(t, "size\t%d B\n", r.Size)
+	if r.Role != "recv" {
+		fmt.Fprintf(t, "sender\t%s\n", r.Sender)
+	}
+	if r.Role != "send" {
+		rb := "none: the receive ring is the buffer"
+		if r.RcvBuf > 0 {
+			rb = fmt.Sprintf("%d B (getsockopt SO_RCVBUF: twice the grant)", r.RcvBuf)
+		}
+		fmt.Fprintf(t, "rcvbuf\t%s; net.core.rmem_max %d\n", rb, r.RmemMax)
+	}
 	if r.Mode == "pingpong" {
 		fmt.Fprintf(t, "round trips\t%d (%d lost)\n", r.Count, r.Lost)
 	} else {

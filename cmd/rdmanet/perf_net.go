@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -32,10 +36,15 @@ type perfNet struct {
 	ifi *net.Interface // nil: loopback (rdmanet); lo for UDP
 	// Filled by the first conn: what the run reports.
 	backend, device string
+	rcvbuf          int // the first receiver's SO_RCVBUF (getsockopt)
 }
 
 func (pn *perfNet) listenConfig(sendOnly bool) rdmanet.ListenConfig {
 	c := pn.cfg
+	if sendOnly && c.sender == senderMember {
+		// What a newcomer writes: only the address and device named.
+		return rdmanet.ListenConfig{Backend: c.backend, LocalAddr: c.bindIP, Device: c.device}
+	}
 	lc := rdmanet.ListenConfig{Backend: c.backend, LocalAddr: c.bindIP, Device: c.device,
 		SendOnly: sendOnly, DisableLoopback: true, RecvDepth: c.depth}
 	if !sendOnly {
@@ -76,8 +85,39 @@ func (pn *perfNet) open(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 			pn.device += " (" + b.Netdev + ")"
 		}
 	}
+	if !sendOnly && pn.rcvbuf == 0 && c.Backend().Name == rdmanet.BackendSoftware {
+		pn.rcvbuf = roceRcvBuf()
+	}
 	n := max(pn.cfg.batch, 1)
 	return &rdmaPerfEP{c: c, group: group, ga: ga, ms: make([]rdmanet.Message, n)}, nil
+}
+
+// roceRcvBuf is the smallest SO_RCVBUF (getsockopt) of this process's
+// IPv4 sockets bound to UDP 4791, which are the software backend's; 0 if
+// there are none.
+func roceRcvBuf() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	least := 0
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || !strings.HasPrefix(l, "socket:") {
+			continue
+		}
+		sa, err := unix.Getsockname(fd)
+		if a, ok := sa.(*unix.SockaddrInet4); err != nil || !ok || a.Port != 4791 {
+			continue
+		}
+		if n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	return least
 }
 
 type rdmaPerfEP struct {
@@ -125,13 +165,15 @@ func (e *rdmaPerfEP) mtu() int                          { return e.c.MTU() }
 // ---- the net.UDPConn baseline ----
 
 // udpPerfEP is a multicast receiver (net.ListenMulticastUDP on the
-// interface) or a sender (an unconnected socket with IP_MULTICAST_IF set
-// to the interface), with x/net/ipv4 for the batch calls.
+// interface) or a sender with IP_MULTICAST_IF set to the interface,
+// connected to the group (net.DialUDP + Write) or not (WriteToUDP), with
+// x/net/ipv4 for the batch calls.
 type udpPerfEP struct {
-	c     *net.UDPConn
-	p     *ipv4.PacketConn
-	group *net.UDPAddr
-	ms    []ipv4.Message
+	c         *net.UDPConn
+	p         *ipv4.PacketConn
+	group     *net.UDPAddr
+	connected bool
+	ms        []ipv4.Message
 }
 
 func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
@@ -146,10 +188,13 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 	if pn.backend == "" {
 		pn.backend, pn.device = "udp", ifi.Name
 	}
-	e := &udpPerfEP{group: group, ms: make([]ipv4.Message, max(pn.cfg.batch, 1))}
+	connected := sendOnly && pn.cfg.sender != senderUnconnected
+	e := &udpPerfEP{group: group, connected: connected, ms: make([]ipv4.Message, max(pn.cfg.batch, 1))}
 	for i := range e.ms {
 		e.ms[i].Buffers = make([][]byte, 1)
-		e.ms[i].Addr = group
+		if !connected {
+			e.ms[i].Addr = group
+		}
 	}
 	var err error
 	if sendOnly {
@@ -157,7 +202,12 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 		if laddr.IP == nil && ifi.Flags&net.FlagLoopback != 0 {
 			laddr.IP = net.IPv4(127, 0, 0, 1)
 		}
-		if e.c, err = net.ListenUDP("udp4", laddr); err != nil {
+		if connected {
+			e.c, err = dialMulticast(laddr, group, ifi)
+		} else {
+			e.c, err = net.ListenUDP("udp4", laddr)
+		}
+		if err != nil {
 			return nil, err
 		}
 		e.p = ipv4.NewPacketConn(e.c)
@@ -188,8 +238,37 @@ func (pn *perfNet) openUDP(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 			return nil, fmt.Errorf("udp: SO_RCVBUF %d: %w", pn.cfg.rcvbuf, err)
 		}
 	}
+	if pn.rcvbuf == 0 {
+		if pn.rcvbuf, err = sockoptInt(e.c, unix.SOL_SOCKET, unix.SO_RCVBUF); err != nil {
+			e.c.Close()
+			return nil, fmt.Errorf("udp: getsockopt SO_RCVBUF: %w", err)
+		}
+	}
 	e.p = ipv4.NewPacketConn(e.c)
 	return e, nil
+}
+
+// dialMulticast is net.DialUDP from laddr to group, with IP_MULTICAST_IF
+// set to ifi before the connect: the kernel routes a multicast connect by
+// it, so the socket never takes the default route's interface.
+func dialMulticast(laddr, group *net.UDPAddr, ifi *net.Interface) (*net.UDPConn, error) {
+	d := net.Dialer{LocalAddr: laddr, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptIPMreqn(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Ifindex: int32(ifi.Index)})
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("udp: IP_MULTICAST_IF %s: %w", ifi.Name, serr)
+		}
+		return nil
+	}}
+	c, err := d.Dial("udp4", group.String())
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
 }
 
 // loopbackInterface is the interface every run defaults to.
@@ -210,7 +289,15 @@ func loopbackInterface() (*net.Interface, error) {
 	return nil, err
 }
 
-func (e *udpPerfEP) send(b []byte) error { _, err := e.c.WriteToUDP(b, e.group); return err }
+func (e *udpPerfEP) send(b []byte) error {
+	var err error
+	if e.connected {
+		_, err = e.c.Write(b)
+	} else {
+		_, err = e.c.WriteToUDP(b, e.group)
+	}
+	return err
+}
 
 func (e *udpPerfEP) sendBatch(bs [][]byte) error {
 	for len(bs) > 0 {
@@ -249,6 +336,20 @@ func (e *udpPerfEP) recvBatch(bufs [][]byte, ns []int) (int, error) {
 func (e *udpPerfEP) setReadDeadline(t time.Time) error { return e.c.SetReadDeadline(t) }
 func (e *udpPerfEP) close() error                      { return e.c.Close() }
 func (e *udpPerfEP) mtu() int                          { return 65507 }
+
+// sockoptInt reads an integer socket option of c's socket.
+func sockoptInt(c *net.UDPConn, level, name int) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { n, serr = unix.GetsockoptInt(int(fd), level, name) }); err != nil {
+		return 0, err
+	}
+	return n, serr
+}
 
 // disableMulticastAll turns IP_MULTICAST_ALL off on c's socket.
 func disableMulticastAll(c *net.UDPConn) error {

@@ -182,12 +182,15 @@ func TestPerfPingPong(t *testing.T) {
 	}{
 		{"software", []string{"-backend", "software"}, "software"},
 		{"software 1KiB spin", []string{"-backend", "software", "-size", "1024", "-spin", "20us"}, "software"},
+		{"software member", []string{"-backend", "software", "-sender", "member"}, "software"},
 		{"udp", []string{"-baseline", "udp"}, "udp"},
+		{"udp unconnected", []string{"-baseline", "udp", "-sender", "unconnected"}, "udp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPerfJSON(t, append([]string{"pingpong", "-count", "300"}, tc.args...)...)
 			checkLatency(t, r, 300)
 			assert.Equal(t, tc.be, r.Backend)
+			checkSender(t, r, tc.args)
 			assert.Contains(t, r.Device, "lo", "loopback unless told otherwise")
 			assert.Equal(t, "both", r.Role)
 			if tc.be == "udp" {
@@ -210,11 +213,86 @@ func TestPerfThroughput(t *testing.T) {
 		{"udp", []string{"-baseline", "udp"}, 1, "udp"},
 		{"udp batch 2 receivers", []string{"-baseline", "udp", "-batch", "16", "-receivers", "2"}, 2, "udp"},
 		{"udp default rcvbuf", []string{"-baseline", "udp", "-rcvbuf", "0"}, 1, "udp"},
+		{"software member", []string{"-backend", "software", "-sender", "member"}, 1, "software"},
+		{"udp unconnected", []string{"-baseline", "udp", "-sender", "unconnected"}, 1, "udp"},
+		{"udp connected batch", []string{"-baseline", "udp", "-sender", "connected", "-batch", "8"}, 1, "udp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPerfJSON(t, append([]string{"throughput", "-count", "3000", "-rate", "100000"}, tc.args...)...)
 			checkThroughput(t, r, 3000, tc.receivers)
 			assert.Equal(t, tc.be, r.Backend)
+			checkSender(t, r, tc.args)
+		})
+	}
+}
+
+// checkSender checks the run reports the sender it was given, or the
+// default: send-only for rdmanet, connected for the UDP baseline.
+func checkSender(t *testing.T, r perfResult, args []string) {
+	t.Helper()
+	want := "send-only"
+	if r.Baseline == "udp" {
+		want = "connected"
+	}
+	for i, a := range args {
+		if a == "-sender" {
+			want = args[i+1]
+		}
+	}
+	assert.Equal(t, want, r.Sender)
+	assert.Greater(t, r.RcvBuf, 0, "a receiver's socket buffer is reported")
+	assert.Greater(t, r.RmemMax, 0)
+}
+
+// The UDP baseline's receivers get the receive buffer the software
+// backend's sockets get, as the kernel grants it; -rcvbuf 0 leaves the
+// system default, which is smaller here.
+func TestPerfRcvBufEqual(t *testing.T) {
+	softwareHere(t)
+	sw := runPerfJSON(t, "throughput", "-backend", "software", "-count", "1000", "-rate", "100000")
+	udp := runPerfJSON(t, "throughput", "-baseline", "udp", "-count", "1000", "-rate", "100000")
+	assert.Equal(t, sw.RcvBuf, udp.RcvBuf, "rdmanet's and UDP's receivers get the same SO_RCVBUF")
+	assert.LessOrEqual(t, udp.RcvBuf, 2*perfUDPRcvBuf)
+	def := runPerfJSON(t, "throughput", "-baseline", "udp", "-rcvbuf", "0", "-count", "1000", "-rate", "100000")
+	if udp.RmemMax >= perfUDPRcvBuf {
+		assert.Equal(t, 2*perfUDPRcvBuf, udp.RcvBuf, "granted in full under rmem_max %d", udp.RmemMax)
+		assert.Less(t, def.RcvBuf, udp.RcvBuf, "the system default is smaller than 4 MiB")
+	}
+}
+
+// The connected UDP sender is connected: its socket has a peer, the
+// group, and it reaches a receiver on loopback.
+func TestPerfUDPConnectedSender(t *testing.T) {
+	for _, tc := range []struct {
+		sender string
+		peer   bool
+	}{{"", true}, {senderConnected, true}, {senderUnconnected, false}} {
+		t.Run(tc.sender, func(t *testing.T) {
+			c := &perfConfig{baseline: "udp", batch: 1, sender: tc.sender}
+			pn := &perfNet{cfg: c}
+			g := &net.UDPAddr{IP: net.ParseIP(perfGroup()), Port: 32000 + os.Getpid()%1000}
+			rx, err := pn.receiver(g)
+			require.NoError(t, err)
+			defer rx.close()
+			tx, err := pn.sender(g)
+			require.NoError(t, err)
+			defer tx.close()
+			ra := tx.(*udpPerfEP).c.RemoteAddr()
+			if tc.peer {
+				require.NotNil(t, ra)
+				assert.Equal(t, g.String(), ra.String())
+			} else {
+				assert.Nil(t, ra)
+			}
+			require.NoError(t, tx.send([]byte("to the group")))
+			require.NoError(t, tx.sendBatch([][]byte{[]byte("batch 1"), []byte("batch 2")}))
+			buf := make([]byte, 64)
+			require.NoError(t, rx.setReadDeadline(time.Now().Add(2*time.Second)))
+			for _, want := range []string{"to the group", "batch 1", "batch 2"} {
+				n, err := rx.recv(buf)
+				require.NoError(t, err)
+				assert.Equal(t, want, string(buf[:n]))
+			}
 		})
 	}
 }
@@ -248,7 +326,8 @@ func TestPerfTextOutput(t *testing.T) {
 	softwareHere(t)
 	out, errOut, code := runCmd(t, "/", "perf", "pingpong", "-backend", "software", "-count", "200", "-group", perfGroup())
 	require.Equal(t, 0, code, errOut)
-	for _, re := range []string{`(?m)^mode\s+pingpong \(both\)$`, `(?m)^backend\s+software$`, `(?m)^round trips\s+200 \(0 lost\)$`,
+	for _, re := range []string{`(?m)^mode\s+pingpong \(both\)$`, `(?m)^backend\s+software$`, `(?m)^sender\s+send-only$`,
+		`(?m)^rcvbuf\s+\d+ B \(getsockopt SO_RCVBUF: twice the grant\); net\.core\.rmem_max \d+$`, `(?m)^round trips\s+200 \(0 lost\)$`,
 		`(?m)^  p50\s+\d`, `(?m)^  p99\.9\s+\d`, `(?m)^  max\s+\d`, `(?m)^cpu\s+\d+%`, `(?m)\|#+ *\|\s+\d+\s+100\.00%$`} {
 		assert.Regexp(t, regexp.MustCompile(re), out)
 	}
@@ -260,6 +339,7 @@ func TestPerfTextOutput(t *testing.T) {
 	out, errOut, code = runCmd(t, "/", "perf", "throughput", "-baseline", "udp", "-count", "1000", "-rate", "50000", "-group", perfGroup())
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `(?m)^backend\s+net\.UDPConn multicast \(baseline udp\)$`, out)
+	assert.Regexp(t, `(?m)^sender\s+connected$`, out)
 	assert.Regexp(t, `(?m)^receiver\s+received\s+expected\s+loss\s+msgs/s\s+Gbit/s$`, out)
 	assert.Regexp(t, `(?m)^1\s+\d+\s+1000\s+\d+\.\d{3}%`, out)
 }
@@ -361,6 +441,10 @@ func TestPerfBadFlags(t *testing.T) {
 		{"negative spin", []string{"pingpong", "-spin", "-1us"}, "bad -spin"},
 		{"rcvbuf without baseline", []string{"throughput", "-rcvbuf", "65536"}, "-rcvbuf applies to -baseline udp"},
 		{"negative rcvbuf", []string{"throughput", "-baseline", "udp", "-rcvbuf", "-1"}, "bad -rcvbuf -1"},
+		{"udp sender for rdmanet", []string{"pingpong", "-sender", "connected"}, `bad -sender "connected": rdmanet takes send-only or member`},
+		{"rdmanet sender for udp", []string{"throughput", "-baseline", "udp", "-sender", "member"}, `bad -sender "member": -baseline udp takes connected or unconnected`},
+		{"unknown sender", []string{"throughput", "-sender", "dial"}, `bad -sender "dial"`},
+		{"recv sender", []string{"throughput", "-role", "recv", "-sender", "member"}, "-sender does not apply to -role recv"},
 		{"group unicast", []string{"pingpong", "-group", "10.0.0.1"}, "not a multicast address"},
 		{"group v6", []string{"pingpong", "-group", "ff02::1"}, "want an IPv4 multicast address"},
 		{"group garbage", []string{"pingpong", "-group", "bogus"}, `bad -group "bogus"`},
@@ -386,7 +470,7 @@ func TestPerfHelp(t *testing.T) {
 	_, errOut, code := runCmd(t, "/", "perf", "-h")
 	assert.Equal(t, 0, code)
 	for _, f := range []string{"-size", "-count", "-duration", "-backend", "-baseline", "-iface", "-bind", "-group",
-		"-role", "-batch", "-spin", "-receivers", "-rate", "-json", "-progress"} {
+		"-role", "-batch", "-spin", "-receivers", "-rate", "-json", "-progress", "-sender", "-rcvbuf"} {
 		assert.Contains(t, errOut, f)
 	}
 }
