@@ -271,13 +271,13 @@ func (r *receiver) lost(from rdmanet.Addr, h *header) {
 }
 
 // window notes where the sender's window starts: what is missing before
-// it is lost.
+// it is lost. It does not move high: a "lost" notice comes by unicast and
+// can overtake the group's datagrams still queued for this receiver, so
+// it condemns only gaps the receiver knows of (below high, which data and
+// heartbeats, in order on the group's path, move).
 func (r *receiver) window(p *peer, lowSeq, lowMsg uint64) {
 	if lowSeq > p.skipTo {
 		p.skipTo, p.skipMsg = lowSeq, lowMsg
-	}
-	if lowSeq > p.high {
-		p.high = lowSeq
 	}
 }
 
@@ -289,7 +289,7 @@ func (r *receiver) settle(p *peer, now int64) {
 	for p.contig < p.high && p.valid(p.contig) {
 		p.contig++
 	}
-	for p.skipTo > p.contig && !p.headComplete(mtu) {
+	for p.skipTo > p.contig && p.contig < p.high && !p.headComplete(mtu) {
 		// The gap at contig cannot be repaired: resume at the first
 		// message held after it, or where the window starts.
 		to, msg := p.skipTo, p.skipMsg

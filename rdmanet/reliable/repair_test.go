@@ -86,7 +86,7 @@ func TestLossReported(t *testing.T) {
 		var le *LossError
 		if errors.As(err, &le) {
 			reports++
-			require.True(t, want >= 100 && want+le.Messages <= 300, "loss of %d reported at %d, not at the lost messages 100..299", le.Messages, want)
+			require.True(t, want >= 100 && want+le.Messages <= 300, "loss of %d reported at %d, not at the lost messages 100..299; stats %+v; conn %+v; tx %+v", le.Messages, want, r.Stats(), r.Conn().Stats(), tx.Stats())
 			require.Equal(t, tx.local, le.From)
 			require.Equal(t, tx.session, le.Session)
 			require.Equal(t, tx.LocalAddr().String(), from.String())
