@@ -200,60 +200,64 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if cfg.Port != 0 && cfg.Port != portNum {
 		return nil, noDevice("port %d: software devices have one port", cfg.Port)
 	}
+	v, err := readNetlinkView()
+	if err != nil {
+		return nil, noDevice("list netdevs: %v", err)
+	}
 	var (
-		ifi *net.Interface
-		ip  net.IP
-		err error
+		l  *netlinkLink
+		ip net.IP
 	)
 	switch {
 	case cfg.Addr != nil:
 		ip = cfg.Addr.To4()
-		ifi, err = interfaceOwning(ip)
-		if err != nil {
-			return nil, err
+		if l = v.owning(ip); l == nil {
+			return nil, noDevice("no netdev has address %v", ip)
 		}
-		if cfg.Interface != nil && cfg.Interface.Name != "" && cfg.Interface.Name != ifi.Name {
-			return nil, noDevice("address %v is on %s, not %s", ip, ifi.Name, cfg.Interface.Name)
+		if cfg.Interface != nil && cfg.Interface.Name != "" && cfg.Interface.Name != l.ifi.Name {
+			return nil, noDevice("address %v is on %s, not %s", ip, l.ifi.Name, cfg.Interface.Name)
 		}
 	case cfg.Interface != nil:
 		if cfg.Interface.Name != "" {
-			ifi, err = net.InterfaceByName(cfg.Interface.Name)
+			l = v.byName(cfg.Interface.Name)
 		} else {
-			ifi, err = net.InterfaceByIndex(cfg.Interface.Index)
+			l = v.byIndex(cfg.Interface.Index)
 		}
-		if err != nil {
-			return nil, noDevice("interface %q: %v", cfg.Interface.Name, err)
+		if l == nil {
+			return nil, noDevice("interface %q (index %d): no such network interface", cfg.Interface.Name, cfg.Interface.Index)
 		}
 	case cfg.Device != "":
 		name, ok := strings.CutPrefix(cfg.Device, devicePrefix)
 		if !ok {
 			return nil, noDevice("device %q is not a software device (want %s<netdev>)", cfg.Device, devicePrefix)
 		}
-		ifi, err = net.InterfaceByName(name)
-		if err != nil {
-			return nil, noDevice("device %q: %v", cfg.Device, err)
+		if l = v.byName(name); l == nil {
+			return nil, noDevice("device %q: no such network interface", cfg.Device)
 		}
 	default:
-		ifi, err = loopbackInterface()
-		if err != nil {
-			return nil, noDevice("loopback: %v", err)
+		if l = v.loopback(); l == nil {
+			return nil, noDevice("loopback: no loopback interface")
 		}
 		ip = net.IPv4(127, 0, 0, 1).To4()
 	}
+	ifi := &l.ifi
 	if cfg.Device != "" && cfg.Device != devicePrefix+ifi.Name {
 		return nil, noDevice("device %q does not serve %s (that is %s%s)", cfg.Device, ifi.Name, devicePrefix, ifi.Name)
 	}
 	if ifi.Flags&net.FlagUp == 0 {
 		return nil, noDevice("netdev %s is down", ifi.Name)
 	}
-	info := lookupNetdev(root, ifi)
+	info := l.info
+	if root != liveNetdevs {
+		info = lookupNetdev(root, ifi)
+	}
 	if info.kind == infiniband.NetdevIPoIB {
 		return nil, noDevice("netdev %s is IPoIB: the software backend sends RoCE v2 (UDP/IP on Ethernet), which has no place on an InfiniBand link; use the rdma-core backend there", ifi.Name)
 	}
 	if why := info.unusable(); why != "" {
 		return nil, noDevice("netdev %s is up but cannot carry traffic (%s)", ifi.Name, why)
 	}
-	gids := gidTable(ifi)
+	gids := v.gids(l)
 	r := &resolved{ifi: ifi, ip: ip, gidIdx: -1, mtu: infiniband.RoCEMTU(info.mtu), loopbak: info.kind == infiniband.NetdevLoopback || ifi.Flags&net.FlagLoopback != 0}
 	for _, g := range gids {
 		gip, _ := g.GID.IP()
@@ -272,23 +276,4 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 		return nil, noDevice("netdev %s MTU %d is too small for RoCE", ifi.Name, info.mtu)
 	}
 	return r, nil
-}
-
-func interfaceOwning(ip net.IP) (*net.Interface, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, noDevice("list interfaces: %v", err)
-	}
-	for i := range ifs {
-		addrs, err := ifs[i].Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
-				return &ifs[i], nil
-			}
-		}
-	}
-	return nil, noDevice("no netdev has address %v", ip)
 }
