@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -21,6 +20,7 @@ type ID struct {
 	r       *resolved
 	bind    verbs.Binding
 	qp      *QP
+	qpn     uint32 // reserved by ev's socket; the QP's once it exists
 	ev      eventChannel
 	closed  bool
 	removed atomic.Bool // a DEVICE_REMOVAL was injected
@@ -29,12 +29,14 @@ type ID struct {
 var _ verbs.ID = (*ID)(nil)
 
 func newID(r *resolved) (*ID, error) {
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	// The socket that reserves the QPN (one QP per ID) is also the
+	// event channel: one fd for both.
+	qpn, fd, err := reserveFreeQPN()
 	if err != nil {
-		return nil, fmt.Errorf("soft: rdma_create_id: %w", os.NewSyscallError("eventfd", err))
+		return nil, fmt.Errorf("soft: rdma_create_id: %w", err)
 	}
-	id := &ID{r: r}
-	id.ev.fd = efd
+	id := &ID{r: r, qpn: qpn}
+	id.ev.fd, id.ev.self = fd, qpnSockaddr(qpn)
 	id.bind = verbs.Binding{
 		Device:    devicePrefix + r.ifi.Name,
 		Port:      portNum,
@@ -177,7 +179,8 @@ func (id *ID) Leave(mgid verbs.GID) error {
 func (id *ID) Events() verbs.EventChannel { return &id.ev }
 
 // Close leaves every group and closes every fd: the QP's sockets, the
-// epoll and eventfds, the QPN reservation. It is idempotent.
+// epoll sets and eventfd, the event channel that reserves the QPN. It is
+// idempotent.
 func (id *ID) Close() error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
@@ -195,12 +198,16 @@ func (id *ID) Close() error {
 	return err
 }
 
-// eventChannel is an ID's event channel: a queue and an eventfd that is
-// readable while the queue is not empty.
+// eventChannel is an ID's event channel: a queue and the ID's QPN
+// reservation, an abstract unix datagram socket, that is readable while
+// the queue is not empty (push sends it a datagram when the queue fills
+// from empty; Next reads it dry when the queue empties). A datagram
+// anyone else sends it only wakes a reader, who finds the queue empty.
 type eventChannel struct {
-	mu sync.Mutex
-	fd int
-	q  []verbs.Event
+	mu   sync.Mutex
+	fd   int
+	self *unix.SockaddrUnix
+	q    []verbs.Event
 }
 
 var _ verbs.EventChannel = (*eventChannel)(nil)
@@ -218,13 +225,13 @@ func (c *eventChannel) Next() (verbs.Event, bool, error) {
 		return verbs.Event{}, false, fmt.Errorf("soft: rdma_get_cm_event: %w", verbs.ErrClosed)
 	}
 	if len(c.q) == 0 {
-		drainEventfd(c.fd)
+		drainSocket(c.fd)
 		return verbs.Event{}, false, nil
 	}
 	ev := c.q[0]
 	c.q = c.q[1:]
 	if len(c.q) == 0 {
-		drainEventfd(c.fd)
+		drainSocket(c.fd)
 	}
 	return ev, true, nil
 }
@@ -236,7 +243,30 @@ func (c *eventChannel) push(ev verbs.Event) error {
 		return verbs.ErrClosed
 	}
 	c.q = append(c.q, ev)
-	return signalEventfd(c.fd)
+	if len(c.q) > 1 {
+		return nil // readable already
+	}
+	for {
+		err := unix.Sendto(c.fd, []byte{0}, 0, c.self)
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN: // its queue is full: readable
+			return nil
+		}
+		return err
+	}
+}
+
+// drainSocket reads a datagram socket dry.
+func drainSocket(fd int) {
+	var b [1]byte
+	for {
+		_, _, err := unix.Recvfrom(fd, b[:], 0)
+		if err != nil && err != unix.EINTR {
+			return
+		}
+	}
 }
 
 func (c *eventChannel) close() error {

@@ -19,7 +19,8 @@
 // # QPs and addresses
 //
 // A QP has a QPN drawn at random from [2, 0xFFFFFE] and reserved in the
-// network namespace by an abstract unix socket "rdmanet-sw-qpn-%06x", and
+// network namespace by an abstract unix socket "rdmanet-sw-qpn-%06x" (bound
+// when the ID is made, one QP per ID; it is also the ID's event channel), and
 // two UDP sockets: a unicast one bound to the QP's own address, port 4791
 // (every send leaves from it), and a multicast one with IP_MULTICAST_ALL
 // off, which sees only the QP's own groups and binds 0.0.0.0:4791 at the

@@ -42,7 +42,6 @@ type QP struct {
 	blockSelf bool
 	addrOnly  bool // GRHAddressesOnly: bare reads where they can be
 
-	qpnFd int // abstract unix socket reserving the QPN in the namespace
 	uniFd int
 	mcFd  int
 
@@ -93,15 +92,20 @@ func qpnAddr(qpn uint32) [4]byte {
 	return [4]byte{127, byte(qpn >> 16), byte(qpn >> 8), byte(qpn)}
 }
 
-// reserveQPN binds the abstract unix socket that stands for qpn in this
+// qpnSockaddr is the abstract unix address that stands for qpn in the
 // network namespace.
+func qpnSockaddr(qpn uint32) *unix.SockaddrUnix {
+	return &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpn-%06x", qpn)}
+}
+
+// reserveQPN binds the abstract unix socket that stands for qpn in this
+// network namespace (non-blocking: it is also the ID's event channel).
 func reserveQPN(qpn uint32) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	sa := &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpn-%06x", qpn)}
-	if err := unix.Bind(fd, sa); err != nil {
+	if err := unix.Bind(fd, qpnSockaddr(qpn)); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -168,7 +172,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		ifaddr:    [4]byte(r.ip.To4()),
 		blockSelf: cfg.BlockSelfMulticastLoopback,
 		addrOnly:  cfg.GRHAddressesOnly,
-		qpnFd:     -1,
+		qpn:       id.qpn,
 		uniFd:     -1,
 		mcFd:      -1,
 	}
@@ -184,9 +188,6 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	q.mrs.Store(new([]*mr))
 
 	tx, mc := qpSockopts(cfg)
-	if err = q.reserveQPN(); err != nil {
-		return nil, err
-	}
 	if r.loopbak {
 		q.unicast = qpnAddr(q.qpn)
 	}
@@ -241,9 +242,9 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 	return tx, mc
 }
 
-// reserveQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
-// the network namespace.
-func (q *QP) reserveQPN() error {
+// reserveFreeQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
+// the network namespace: it returns the QPN and the bound socket.
+func reserveFreeQPN() (uint32, int, error) {
 	for range maxQPNTries {
 		qpn := 2 + rand.Uint32N(0xFFFFFE-1)
 		fd, err := reserveQPN(qpn)
@@ -251,12 +252,11 @@ func (q *QP) reserveQPN() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("reserve QPN: %w", err)
+			return 0, -1, fmt.Errorf("reserve QPN: %w", err)
 		}
-		q.qpn, q.qpnFd = qpn, fd
-		return nil
+		return qpn, fd, nil
 	}
-	return errors.New("no free QPN found")
+	return 0, -1, errors.New("no free QPN found")
 }
 
 // openUnicast makes the unicast socket, bound to the QP's address, the
@@ -299,7 +299,7 @@ func (q *QP) closeFds() error {
 		}
 		q.scq.efd = -1
 	}
-	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd, &q.qpnFd} {
+	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
 				first = err
