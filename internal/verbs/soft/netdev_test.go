@@ -89,3 +89,28 @@ func TestResolveThroughSysfs(t *testing.T) {
 	assert.Equal(t, lo.MTU, info.mtu)
 	assert.Empty(t, info.unusable())
 }
+
+// The one netlink read Bind makes sees what package net and
+// netlinkNetdev see, link by link: name, index, flags, MTU, hardware
+// address, kind and state, and the same GIDs in the same order.
+func TestNetlinkViewMatchesNet(t *testing.T) {
+	v, err := readNetlinkView()
+	require.NoError(t, err)
+	ifs, err := net.Interfaces()
+	require.NoError(t, err)
+	require.Len(t, v.links, len(ifs))
+	for i := range ifs {
+		l := v.byIndex(ifs[i].Index)
+		require.NotNil(t, l, ifs[i].Name)
+		assert.Equal(t, ifs[i].Name, l.ifi.Name)
+		assert.Equal(t, ifs[i].Flags, l.ifi.Flags, ifs[i].Name)
+		assert.Equal(t, ifs[i].MTU, l.ifi.MTU, ifs[i].Name)
+		assert.Equal(t, ifs[i].HardwareAddr.String(), l.ifi.HardwareAddr.String(), ifs[i].Name)
+		info, err := netlinkNetdev(ifs[i].Index)
+		require.NoError(t, err)
+		assert.Equal(t, info, l.info, ifs[i].Name)
+		assert.Equal(t, gidTable(&ifs[i]), v.gids(l), ifs[i].Name)
+	}
+	assert.Equal(t, v.byName("lo"), v.loopback())
+	assert.Equal(t, v.loopback(), v.owning(net.IPv4(127, 0, 0, 1)))
+}
