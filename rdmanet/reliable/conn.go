@@ -220,27 +220,69 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 			}
 			return n, from, nil
 		}
-		if c.closing.Load() {
-			return 0, nil, c.opError("read", nil, net.ErrClosed)
-		}
-		var timeout <-chan time.Time
-		if dl := c.readDL.Load(); dl != 0 {
-			d := time.Duration(dl - time.Now().UnixNano())
-			if d <= 0 {
-				return 0, nil, c.opError("read", nil, os.ErrDeadlineExceeded)
-			}
-			c.readTimer.Reset(d)
-			timeout = c.readTimer.C
-		}
-		select {
-		case <-c.rcv.notify:
-		case <-c.closed:
-		case <-timeout:
-		}
-		if timeout != nil {
-			c.readTimer.Stop()
+		if err := c.waitRead(); err != nil {
+			return 0, nil, err
 		}
 	}
+}
+
+// ReadBatch reads up to len(ms) messages, each into its Buffer: it blocks
+// until at least one is ready and then returns every ready one, with one
+// wake-up for the batch, in the order ReadFrom would hand them out. Each
+// message gets its length N, its sender Addr and Truncated, set when the
+// message was longer than Buffer. Where messages of a sender were lost,
+// the batch ends before the place of the loss in the stream and the next
+// call returns it alone: 0 and a *net.OpError wrapping a *LossError
+// (whose From names the sender; ms[0].Addr is set to it too). Reading goes
+// on after it, as with ReadFrom.
+func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
+	if len(ms) == 0 {
+		if c.closing.Load() {
+			return 0, c.opError("read", nil, net.ErrClosed)
+		}
+		return 0, nil
+	}
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	for {
+		k, from, loss := c.rcv.nextBatch(ms)
+		if loss != nil {
+			ms[0].N, ms[0].Truncated, ms[0].Addr = 0, false, *from
+			return 0, c.opError("read", from, loss)
+		}
+		if k > 0 {
+			return k, nil
+		}
+		if err := c.waitRead(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// waitRead waits for the receive loop to ready a message, for the read
+// deadline or for Close, with c.readMu held.
+func (c *Conn) waitRead() error {
+	if c.closing.Load() {
+		return c.opError("read", nil, net.ErrClosed)
+	}
+	var timeout <-chan time.Time
+	if dl := c.readDL.Load(); dl != 0 {
+		d := time.Duration(dl - time.Now().UnixNano())
+		if d <= 0 {
+			return c.opError("read", nil, os.ErrDeadlineExceeded)
+		}
+		c.readTimer.Reset(d)
+		timeout = c.readTimer.C
+	}
+	select {
+	case <-c.rcv.notify:
+	case <-c.closed:
+	case <-timeout:
+	}
+	if timeout != nil {
+		c.readTimer.Stop()
+	}
+	return nil
 }
 
 // WriteTo writes b as one message to the group: addr must be the group
@@ -319,6 +361,7 @@ func (c *Conn) receiveLoop() {
 				c.handle(ms[i].Buffer[:ms[i].N], ms[i].Addr, &h)
 			}
 		}
+		c.rcv.flush()
 		if err != nil {
 			if c.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return

@@ -23,7 +23,9 @@
 // RecvWindow datagrams and hands out a message when all its fragments are
 // there and every message before it was handed out (or reported lost).
 // Senders are ordered independently. A conn does not read its own
-// messages.
+// messages. ReadBatch (and WriteBatch) move many messages a call, in the
+// same order as one at a time; a loss report comes out of ReadBatch alone,
+// as its error, at its place in the stream.
 //
 // # Repair
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
@@ -63,6 +64,12 @@ type receiver struct {
 	rHead  int
 	rLen   int
 	notify chan struct{}
+
+	// waiting: the reader found nothing and may park on notify; a push
+	// then sets signal, and the receive loop wakes the reader once after
+	// the batch of datagrams it handled (flush), not once per message.
+	waiting bool
+	signal  atomic.Bool
 
 	last     *peer // the peer of the last datagram: most are from the same sender
 	pending  int   // peers with nakDue != 0
@@ -328,7 +335,18 @@ func (r *receiver) push(p *peer) {
 	r.ready[(r.rHead+r.rLen)%len(r.ready)] = p
 	r.rLen++
 	p.queued = true
-	r.wake()
+	if r.waiting {
+		r.waiting = false
+		r.signal.Store(true)
+	}
+}
+
+// flush wakes the reader if a message became ready for it while it
+// waited. The receive loop calls it after each batch it handled.
+func (r *receiver) flush() {
+	if r.signal.Load() && r.signal.Swap(false) {
+		r.wake()
+	}
 }
 
 func (r *receiver) pop() *peer {
@@ -444,11 +462,47 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 // next hands out the next message (or loss report) of the peers in turn.
 // ok is false when there is none.
 func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, ok bool) {
-	c := r.c
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n, _, p, loss, ok := r.take(b, false)
+	r.waiting = !ok
+	if !ok {
+		return 0, nil, nil, false
+	}
+	return n, p.addr, loss, true
+}
+
+// nextBatch hands out every ready message, up to len(ms), in the order
+// next would. A loss report is handed out alone: when it is first, k is 0
+// and loss and from name it; otherwise the batch ends before it and the
+// next call returns it. k is 0 and loss nil when nothing is ready.
+func (r *receiver) nextBatch(ms []rdmanet.Message) (k int, from *rdmanet.Addr, loss *LossError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k < len(ms) {
+		n, truncated, p, l, ok := r.take(ms[k].Buffer, k > 0)
+		if !ok {
+			break
+		}
+		if l != nil {
+			return 0, p.addr, l
+		}
+		ms[k].N, ms[k].Truncated, ms[k].Addr = n, truncated, *p.addr
+		k++
+	}
+	r.waiting = k == 0
+	return k, nil, nil
+}
+
+// take hands out the next message (or loss report) with r.mu held; with
+// noLoss it stops (ok false) at a loss report instead.
+func (r *receiver) take(b []byte, noLoss bool) (n int, truncated bool, p *peer, loss *LossError, ok bool) {
+	c := r.c
 	for r.rLen > 0 {
-		p := r.pop()
+		if noLoss && r.ready[r.rHead].lost > 0 {
+			return 0, false, nil, nil, false
+		}
+		p = r.pop()
 		if p.lost > 0 {
 			loss = &LossError{From: p.key.addr, Session: p.key.session, Messages: p.lost}
 			c.stats.lossesReported.Add(1)
@@ -457,12 +511,12 @@ func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, o
 			if p.headComplete(c.mtu) {
 				r.push(p)
 			}
-			return 0, p.addr, loss, true
+			return 0, false, p, loss, true
 		}
 		if !p.headComplete(c.mtu) {
 			continue
 		}
-		n, truncated := p.deliver(b, c.mtu)
+		n, truncated = p.deliver(b, c.mtu)
 		if truncated {
 			c.stats.truncated.Add(1)
 		}
@@ -471,9 +525,9 @@ func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, o
 		now := c.now()
 		r.settle(p, now)
 		r.statusDue(p, now)
-		return n, p.addr, nil, true
+		return n, truncated, p, nil, true
 	}
-	return 0, nil, nil, false
+	return 0, false, nil, nil, false
 }
 
 // deliver copies the message at next into b and moves past it.
