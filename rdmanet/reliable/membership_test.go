@@ -232,6 +232,9 @@ func TestFlowMinStatusOnRead(t *testing.T) {
 	waitReceivers(t, tx, 1)
 	errc := make(chan error, 1)
 	go func() {
+		// Start reading late, so the writer surely meets the full window
+		// and waits (counted) before reading makes room.
+		time.Sleep(50 * time.Millisecond)
 		_, err := readAll(r, 500, 64, 20*time.Second)
 		errc <- err
 	}()
