@@ -53,9 +53,9 @@
 // repair could arrive, and is not answered (Stats.RepairsSuppressed); one
 // echoing the repair's number or later comes from a receiver that lost
 // the repair, and is. An idle sender sends a heartbeat soon after a
-// repair, so that a receiver that lost it hears a later number. Past
-// 100 ms, or 32768 transmissions, a NAK is answered whatever it echoes;
-// within RepairLinger of a repair, none is. (UnicastRepair: a repair
+// repair, so that a receiver that lost it hears a later number. Once a
+// repair is 32768 transmissions old, a NAK is answered whatever it
+// echoes; within RepairLinger of a repair, none is. (UnicastRepair: a repair
 // serves only the receiver that asked, and NAKs for it are held for two
 // of the asking receiver's round trips, carried in the NAK, at least
 // RepairLinger.) Each datagram lost once is so repaired once, and a

@@ -318,10 +318,6 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	}
 }
 
-// repairHold is the longest a multicast repair is taken to be on its way:
-// past it, a NAK is answered whatever transmission number it echoes.
-const repairHold = int64(100 * time.Millisecond)
-
 // inFlight reports whether the last repair of slot i, age ago, may still
 // be on its way to the receiver whose NAK echoes transmission number echo
 // (the last it heard from this sender to the group). A multicast repair
@@ -330,10 +326,13 @@ const repairHold = int64(100 * time.Millisecond)
 // before it) asked before the repair could arrive, and the repair serves
 // it; one that had heard a later number and still asks lost the repair,
 // and is answered. The serial comparison holds while the repair is among
-// the last 32768 transmissions, and at most repairHold. A unicast repair
-// serves one receiver, and is held for linger (two of the asking
-// receiver's round trips, at least RepairLinger). Within RepairLinger
-// every NAK is held.
+// the last 32768 transmissions; an older one is repaired again. No time
+// bound is needed: a receiver behind its receive queue may take long to
+// hear the repair, and one that lost it hears a later number soon (the
+// next data, or the heartbeat an idle sender sends after a repair). A
+// unicast repair serves one receiver, and is held for linger (two of the
+// asking receiver's round trips, at least RepairLinger). Within
+// RepairLinger every NAK is held.
 func (s *sender) inFlight(i uint64, age int64, echo uint16, linger int64) bool {
 	c := s.c
 	switch {
@@ -342,7 +341,7 @@ func (s *sender) inFlight(i uint64, age int64, echo uint16, linger int64) bool {
 	case c.cfg.UnicastRepair:
 		return age < linger
 	}
-	return age < repairHold && s.tx-s.repairTx[i] < 1<<15 && int16(echo-s.repairTx[i]) < 0
+	return s.tx-s.repairTx[i] < 1<<15 && int16(echo-s.repairTx[i]) < 0
 }
 
 // touch records that a receiver was heard; with pos, where it is.
