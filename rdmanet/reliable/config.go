@@ -57,10 +57,12 @@ type Config struct {
 	// InitialRTT seeds the round-trip estimate before the first repair is
 	// timed (default 50 µs).
 	InitialRTT time.Duration
-	// RepairLinger: after a datagram is repaired, further NAKs for it
-	// within two of the asking receiver's round trips, and at least this long
-	// (default 20 µs), are not answered: the repair is on its way to
-	// everyone who missed it.
+	// RepairLinger: after a datagram is repaired, no NAK for it is
+	// answered for this long (default 20 µs). Past it, a NAK sent before
+	// its receiver heard the repair (the transmission number it echoes
+	// is older) is not answered either: the repair is on its way to
+	// everyone who missed it. With UnicastRepair, NAKs are held for two
+	// of the asking receiver's round trips, at least RepairLinger.
 	RepairLinger time.Duration
 	// UnicastRepair sends repairs to the receiver that asked instead of
 	// to the group. The default, multicast repair, serves every receiver

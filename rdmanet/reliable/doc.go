@@ -42,15 +42,30 @@
 // asked for reaches every receiver that missed the same datagrams, and
 // their NAK timers, finding nothing missing when they fire, send nothing
 // (Stats.NAKsSent counts what was sent). NAKs sent before the repair
-// could arrive still reach the sender: it ignores NAKs for a datagram it
-// repaired less than two of the asking receiver's round trips ago (each
-// NAK carries the receiver's RTT; at least RepairLinger), counted in
-// Stats.RepairsSuppressed. A NAK not answered is sent again after the
-// larger of twice the round trip and the round trip plus four mean
-// deviations (RFC 6298), plus the back-off, doubling each time, up to
-// 10 ms; a retry is never suppressed. The round trip is measured from the first
-// NAK of a round to the repair of the first datagram it asked for
-// (Stats.RTT).
+// could arrive still reach the sender, and so do retries sent by a
+// receiver whose round-trip estimate is shorter than the path's (one not
+// yet measured, or a sender behind its receive queue): none of them is
+// answered again. Every datagram a sender sends to the group (data,
+// repairs, heartbeats) carries its transmission number, one more each
+// time, and a NAK carries the last one its receiver heard from that
+// sender. A repair went out before every later transmission, on the same
+// path: a NAK echoing a number before the repair's was sent before the
+// repair could arrive, and is not answered (Stats.RepairsSuppressed); one
+// echoing the repair's number or later comes from a receiver that lost
+// the repair, and is. An idle sender sends a heartbeat soon after a
+// repair, so that a receiver that lost it hears a later number. Once a
+// repair is 32768 transmissions old, a NAK is answered whatever it
+// echoes; within RepairLinger of a repair, none is. (UnicastRepair: a repair
+// serves only the receiver that asked, and NAKs for it are held for two
+// of the asking receiver's round trips, carried in the NAK, at least
+// RepairLinger.) Each datagram lost once is so repaired once, and a
+// repair lost is repaired again once.
+//
+// A NAK not answered is sent again after the larger of twice the round
+// trip and the round trip plus four mean deviations (RFC 6298), plus the
+// back-off, doubling each time, up to 10 ms. The round trip is measured
+// from the first NAK of a round to the repair of the first datagram it
+// asked for (Stats.RTT).
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so NAK delays under 500 µs are slept with nanosleep(2) on the timer
@@ -101,7 +116,10 @@
 //	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin
 //	bytes 2-3   fragment index (data; 0 otherwise)
 //	bytes 4-5   fragment count (data, >= 1; 0 otherwise)
-//	bytes 6-7   reserved, zero
+//	bytes 6-7   data, heartbeat: the sender's transmission number (one
+//	            more for each datagram it sends to the group, repairs
+//	            included; mod 65536); NAK: the last one the receiver heard
+//	            from the sender it asks; zero otherwise
 //	bytes 8-11  session of the endpoint that sent this datagram
 //	bytes 12-19 seq
 //	bytes 20-27 msg

@@ -42,6 +42,7 @@ type peer struct {
 	placed             bool   // next is set
 	queued, fin        bool
 	flowMin            bool
+	tx                 uint16 // the latest transmission number heard from the sender
 
 	heard    int64
 	nakDue   int64  // when to NAK the gaps; 0: none pending
@@ -162,6 +163,16 @@ func (r *receiver) start(p *peer, seq, msg uint64, now int64) {
 	r.sendStatus(p, now)
 }
 
+// hearTx notes a transmission number heard from the sender to the group
+// (data, repairs, heartbeats): NAKs echo the latest, so that the sender
+// tells a NAK sent before its repair could arrive from one sent after the
+// repair was lost. The path may reorder: serial order, not arrival, wins.
+func (p *peer) hearTx(tx uint16) {
+	if int16(tx-p.tx) > 0 {
+		p.tx = tx
+	}
+}
+
 func (p *peer) valid(seq uint64) bool {
 	i := seq % uint64(len(p.seqs))
 	return p.lens[i] > 0 && p.seqs[i] == seq
@@ -193,8 +204,10 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
 		return
 	}
 	if !p.placed {
+		p.tx = h.tx
 		r.start(p, h.seq-uint64(h.frag), h.msg, now)
 	}
+	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
 	seq := h.seq
 	rw := uint64(len(p.seqs))
@@ -249,8 +262,10 @@ func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
 		return
 	}
 	if !p.placed {
+		p.tx = h.tx
 		r.start(p, h.seq, h.msg, now)
 	}
+	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
 	if h.seq > p.high {
 		p.high = h.seq
@@ -429,7 +444,7 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 
 func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 	c := r.c
-	h := header{kind: kindNAK, session: c.session, seq: seq}
+	h := header{kind: kindNAK, session: c.session, seq: seq, tx: p.tx}
 	putHeader(r.ctrlBuf[:], &h)
 	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count), uint32(min(p.srtt, int64(maxRTO))))
 	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+nakPayload], Addr: p.key.addr}

@@ -104,3 +104,38 @@ func TestLossReported(t *testing.T) {
 	require.Equal(t, uint64(200), st.MessagesLost)
 	require.Equal(t, uint64(800), st.MessagesReceived)
 }
+
+// A NAK sent before the repair it asks for could arrive is not answered
+// again, however late it reaches the sender: here the sender takes 300 µs
+// over each NAK (as a loaded sender behind its receive queue), so the
+// receivers' retries, timed from a 50 µs round trip they have not yet
+// measured, reach it well after two of their round trips. Each lost
+// datagram is repaired once (the repairs are not lost).
+func TestRepairOncePerLoss(t *testing.T) {
+	group := newGroup()
+	const count = 200
+	lose := func(s uint64) bool { return s%20 == 7 } // 10 datagrams
+	rx := []*Conn{
+		listenDrop(t, group, Config{}, dropFirst(lose)),
+		listenDrop(t, group, Config{}, dropFirst(lose)),
+	}
+	slowNAKs := func(b []byte) bool {
+		var h header
+		if _, err := decode(b, &h); err == nil && h.kind == kindNAK {
+			time.Sleep(300 * time.Microsecond)
+		}
+		return false
+	}
+	tx := listenDrop(t, group, Config{FlowControl: FlowMin}, slowNAKs)
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, len(rx))
+	sendAll(t, tx, group, rx, count, 64, 10*time.Second)
+	tx.Close() // its receive loop has stopped: the counters are final
+	st := tx.Stats()
+	var naks uint64
+	for _, r := range rx {
+		naks += r.Stats().NAKsSent
+	}
+	t.Logf("NAKs sent %d, received %d; repairs %d, NAKed datagrams not repeated %d", naks, st.NAKsReceived, st.RepairsMulticast, st.RepairsSuppressed)
+	require.Equal(t, uint64(10), st.RepairsMulticast, "repairs of 10 lost datagrams; sender stats %+v", st)
+}

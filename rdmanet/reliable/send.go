@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"encoding/binary"
 	"net"
 	"os"
 	"sync"
@@ -21,14 +22,16 @@ type sender struct {
 	c  *Conn
 	mu sync.Mutex
 
-	w       uint64 // Window
-	buf     []byte // w slots of mtu bytes
-	lens    []int  // datagram length per slot
-	seqs    []uint64
-	repairT []int64 // when each slot was last repaired
-	next    uint64  // sequence of the next datagram
-	nextMsg uint64  // number of the next message
-	msgs    []rdmanet.Message
+	w        uint64 // Window
+	buf      []byte // w slots of mtu bytes
+	lens     []int  // datagram length per slot
+	seqs     []uint64
+	repairT  []int64  // when each slot was last repaired
+	repairTx []uint16 // the transmission number of that repair (multicast)
+	next     uint64   // sequence of the next datagram
+	tx       uint16   // transmission number of the next datagram to the group
+	nextMsg  uint64   // number of the next message
+	msgs     []rdmanet.Message
 
 	lastSend int64 // last data or heartbeat
 	hbEvery  int64 // current heartbeat interval (doubles while idle)
@@ -55,6 +58,7 @@ func (s *sender) init(c *Conn) {
 	s.lens = make([]int, c.cfg.Window)
 	s.seqs = make([]uint64, c.cfg.Window)
 	s.repairT = make([]int64, c.cfg.Window)
+	s.repairTx = make([]uint16, c.cfg.Window)
 	maxFrags := (c.cfg.MaxMessage + c.frag - 1) / c.frag
 	if maxFrags < 64 {
 		maxFrags = 64
@@ -129,7 +133,8 @@ func (s *sender) write(ms [][]byte) (int, error) {
 		for i := 0; i < nfrag; i++ {
 			seq := s.next + uint64(i)
 			d := s.slot(seq)
-			h.frag, h.seq = uint16(i), seq
+			h.frag, h.seq, h.tx = uint16(i), seq, s.tx
+			s.tx++
 			putHeader(d, &h)
 			chunk := b[i*c.frag:]
 			if len(chunk) > c.frag {
@@ -239,13 +244,10 @@ func (s *sender) low() (uint64, uint64) {
 }
 
 // nak answers a receiver's NAK for count datagrams from h.seq: what is in
-// the window is resent, to the group (or to the receiver), unless it was
-// repaired less than two round trips ago (the receiver's, from the NAK,
-// and at least RepairLinger): that repair is still on its way to everyone
-// who missed the datagram, so NAKs sent before it arrived are not answered
-// again, while a retry (sent no sooner than two round trips plus the
-// back-off after a first NAK) is. What left the window is answered with a "lost" datagram naming
-// where the window starts.
+// the window is resent, to the group (or to the receiver), unless the
+// last repair of it may still be on its way to that receiver (inFlight).
+// What left the window is answered with a "lost" datagram naming where
+// the window starts.
 func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	c := s.c
 	s.mu.Lock()
@@ -269,7 +271,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	if c.cfg.UnicastRepair {
 		to = from
 	}
-	k := 0
+	k, repaired := 0, false
 	flush := func() {
 		if k == 0 {
 			return
@@ -288,19 +290,58 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 		if s.seqs[i] != seq || s.lens[i] == 0 {
 			continue
 		}
-		if t := s.repairT[i]; t != 0 && now-t < linger {
+		if t := s.repairT[i]; t != 0 && s.inFlight(i, now-t, h.tx, linger) {
 			c.stats.suppressed.Add(1)
 			continue
 		}
 		s.repairT[i] = now
 		d := s.slot(seq)
 		d[1] |= flagRepair
+		if !c.cfg.UnicastRepair {
+			binary.BigEndian.PutUint16(d[6:], s.tx)
+			s.repairTx[i] = s.tx
+			s.tx++
+		}
 		s.msgs[k] = rdmanet.Message{Buffer: d[:s.lens[i]], Addr: to}
 		if k++; k == len(s.msgs) {
 			flush()
 		}
+		repaired = true
 	}
 	flush()
+	if repaired && !c.cfg.UnicastRepair && s.hbEvery > int64(c.cfg.HeartbeatInterval) {
+		// An idle sender announces itself soon after a repair: a
+		// receiver that lost the repair hears a later transmission
+		// number, and its next NAK is answered (inFlight).
+		s.hbEvery = int64(c.cfg.HeartbeatInterval)
+		c.kickTimers()
+	}
+}
+
+// inFlight reports whether the last repair of slot i, age ago, may still
+// be on its way to the receiver whose NAK echoes transmission number echo
+// (the last it heard from this sender to the group). A multicast repair
+// was sent before every later transmission, on the same path: a receiver
+// that had not heard the repair's number when it sent the NAK (echo
+// before it) asked before the repair could arrive, and the repair serves
+// it; one that had heard a later number and still asks lost the repair,
+// and is answered. The serial comparison holds while the repair is among
+// the last 32768 transmissions; an older one is repaired again. No time
+// bound is needed: a receiver behind its receive queue may take long to
+// hear the repair, and one that lost it hears a later number soon (the
+// next data, or the heartbeat an idle sender sends after a repair). A
+// unicast repair serves one receiver, and is held for linger (two of the
+// asking receiver's round trips, at least RepairLinger). Within
+// RepairLinger every NAK is held.
+func (s *sender) inFlight(i uint64, age int64, echo uint16, linger int64) bool {
+	c := s.c
+	switch {
+	case age < int64(c.cfg.RepairLinger):
+		return true
+	case c.cfg.UnicastRepair:
+		return age < linger
+	}
+	return s.tx-s.repairTx[i] < 1<<15 && int16(echo-s.repairTx[i]) < 0
 }
 
 // touch records that a receiver was heard; with pos, where it is.
@@ -332,7 +373,8 @@ func (s *sender) status(from rdmanet.Addr, h *header, limit uint64) {
 func (s *sender) heartbeat(fin bool) {
 	c := s.c
 	lowSeq, lowMsg := s.low()
-	h := header{kind: kindHeartbeat, flags: s.flags(), session: c.session, seq: s.next, msg: s.nextMsg}
+	h := header{kind: kindHeartbeat, flags: s.flags(), session: c.session, seq: s.next, msg: s.nextMsg, tx: s.tx}
+	s.tx++
 	if fin {
 		h.flags |= flagFin
 	}

@@ -18,7 +18,7 @@ type Stats struct {
 	NAKsReceived      uint64 // NAK datagrams received by this sender
 	RepairsMulticast  uint64 // datagrams resent to the group
 	RepairsUnicast    uint64 // datagrams resent to one receiver
-	RepairsSuppressed uint64 // NAKed datagrams not resent: repaired within RepairLinger
+	RepairsSuppressed uint64 // NAKed datagrams not resent: the NAK was sent before their repair could arrive
 	LostSent          uint64 // "lost" answers: a NAK asked for what left the window
 
 	Recovered      uint64 // data datagrams this receiver missed and got from a repair

@@ -57,6 +57,7 @@ type header struct {
 	flags   uint8
 	frag    uint16 // data: index of this fragment in its message
 	nfrag   uint16 // data: fragments in the message (>= 1)
+	tx      uint16 // data, heartbeat: the sender's transmission number; NAK: the last one heard
 	session uint32 // the session of the endpoint that sent the datagram
 	seq     uint64
 	msg     uint64
@@ -80,7 +81,7 @@ func putHeader(b []byte, h *header) {
 	b[1] = h.flags
 	binary.BigEndian.PutUint16(b[2:], h.frag)
 	binary.BigEndian.PutUint16(b[4:], h.nfrag)
-	b[6], b[7] = 0, 0
+	binary.BigEndian.PutUint16(b[6:], h.tx)
 	binary.BigEndian.PutUint32(b[8:], h.session)
 	binary.BigEndian.PutUint64(b[12:], h.seq)
 	binary.BigEndian.PutUint64(b[20:], h.msg)
@@ -99,9 +100,7 @@ func decode(b []byte, h *header) ([]byte, error) {
 	h.flags = b[1]
 	h.frag = binary.BigEndian.Uint16(b[2:])
 	h.nfrag = binary.BigEndian.Uint16(b[4:])
-	if b[6] != 0 || b[7] != 0 {
-		return nil, errReserved
-	}
+	h.tx = binary.BigEndian.Uint16(b[6:])
 	h.session = binary.BigEndian.Uint32(b[8:])
 	h.seq = binary.BigEndian.Uint64(b[12:])
 	h.msg = binary.BigEndian.Uint64(b[20:])
@@ -127,6 +126,9 @@ func decode(b []byte, h *header) ([]byte, error) {
 	default:
 		return nil, errKind
 	}
+	if h.tx != 0 && (h.kind == kindStatus || h.kind == kindLost) {
+		return nil, errReserved
+	}
 	if h.frag != 0 || h.nfrag != 0 {
 		return nil, errFragment
 	}
@@ -149,7 +151,8 @@ func parseHeartbeat(p []byte) (lowSeq, lowMsg uint64) {
 
 // NAK payload: the session of the sender asked, how many datagrams from
 // the header's seq, and the receiver's smoothed round trip in nanoseconds
-// (the sender holds off repeating a repair for that long).
+// (with UnicastRepair the sender holds off repeating a repair for twice
+// that long). The header's tx echoes the last transmission number heard.
 func putNAK(p []byte, target, count, rttNanos uint32) {
 	binary.BigEndian.PutUint32(p, target)
 	binary.BigEndian.PutUint32(p[4:], count)

@@ -8,9 +8,9 @@ import (
 
 func TestHeaderRoundTrip(t *testing.T) {
 	for _, h := range []header{
-		{kind: kindData, flags: flagRepair | flagFlowMin, frag: 2, nfrag: 3, session: 0xdeadbeef, seq: 1<<40 + 7, msg: 99},
-		{kind: kindHeartbeat, flags: flagFin, session: 1, seq: 5, msg: 6},
-		{kind: kindNAK, session: 2, seq: 10},
+		{kind: kindData, flags: flagRepair | flagFlowMin, frag: 2, nfrag: 3, tx: 0xfffe, session: 0xdeadbeef, seq: 1<<40 + 7, msg: 99},
+		{kind: kindHeartbeat, flags: flagFin, tx: 1, session: 1, seq: 5, msg: 6},
+		{kind: kindNAK, tx: 0x8001, session: 2, seq: 10},
 		{kind: kindStatus, session: 3, seq: 11},
 		{kind: kindLost, session: 4, seq: 12, msg: 13},
 	} {
@@ -44,7 +44,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"version", good(kindData, 0), func(b []byte) { b[0] = 2<<4 | 1 }, errVersion},
 		{"kind", good(kindData, 0), func(b []byte) { b[0] = 1<<4 | 9 }, errKind},
 		{"flags", good(kindData, 0), func(b []byte) { b[1] = 0x80 }, errFlags},
-		{"reserved", good(kindData, 0), func(b []byte) { b[7] = 1 }, errReserved},
+		{"status reserved", good(kindStatus, statusPayload), func(b []byte) { b[7] = 1 }, errReserved},
+		{"lost reserved", good(kindLost, 0), func(b []byte) { b[6] = 1 }, errReserved},
 		{"no fragments", good(kindData, 0), func(b []byte) { b[5] = 0 }, errFragment},
 		{"fragment past count", good(kindData, 0), func(b []byte) { b[3] = 1 }, errFragment},
 		{"fragment before seq 0", good(kindData, 0), func(b []byte) { b[3], b[5], b[19] = 5, 6, 1 }, errFragment},
