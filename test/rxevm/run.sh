@@ -92,7 +92,7 @@ qemu_args() {
   shift 2
   QEMU=(
     qemu-system-x86_64
-    -accel tcg -cpu max # KVM cannot boot this kernel on these hosts
+    -accel tcg -cpu max # /dev/kvm here is PVM: it cannot boot this kernel (README.md, KVM)
     -M pc -smp "$RXEVM_SMP" -m "$RXEVM_MEM"
     -nic none # no network device but the VM-to-VM link below, if any
     -display none -monitor none -serial stdio -no-reboot
