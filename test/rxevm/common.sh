@@ -17,12 +17,13 @@ RXEVM_WORK=${RXEVM_WORK:-$RXEVM_DIR/.work}
 # crc32_generic: rdma_rxe asks the crypto API for "crc32" and there is no
 # modprobe in the VM to load it on demand, so it must be loaded up front.
 # Two hosts (RXEVM_HOSTS=2) add the virtio-net NIC that links the VMs and
-# macvlan (the software backend's namespace in VM b).
+# macvlan (the software backend's namespace in VM b). sch_netem: tc's netem
+# qdisc, the packet loss of rdmanet/reliable's TestNetemLoss.
 export RXEVM_HOSTS=${RXEVM_HOSTS:-1}
 if [[ $RXEVM_HOSTS == 2 ]]; then
-  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun virtio_pci virtio_net macvlan}
+  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun virtio_pci virtio_net macvlan sch_netem}
 else
-  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun}
+  RXEVM_MODULES=${RXEVM_MODULES:-crc32_generic rdma_rxe rdma_ucm ib_umad veth tun sch_netem}
 fi
 
 # Multiarch directory of the host's (and so the VM's) shared libraries.

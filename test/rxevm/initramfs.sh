@@ -27,12 +27,12 @@ R=$RXEVM_WORK/root
 IMAGE=$RXEVM_WORK/initramfs.cpio
 
 # Host tools and libraries copied into the VM. ib_send_bw and ib_send_lat are perftest's, for
-# RXEVM_BENCH; stdbuf line-buffers tools that may be killed by a timeout
+# RXEVM_BENCH; tc (iproute2) sets the netem qdisc of TestNetemLoss; stdbuf line-buffers tools that may be killed by a timeout
 # (their block-buffered stdout would be lost otherwise).
 HOST_BINS=(
   /usr/bin/mckey /usr/bin/udaddy /usr/bin/ibv_devinfo /usr/bin/ibv_devices
   /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/rdma /usr/bin/stdbuf
-  "$(command -v ip)"
+  "$(command -v ip)" "$(command -v tc)"
 )
 HOST_LIBS=(
   # The rdma-core backend dlopens these two, so ldd of our binaries misses them.
@@ -168,7 +168,7 @@ write_env() {
   {
     for v in RXEVM_TEST_TIMEOUT RXEVM_TEST_RUN RXEVM_TEST_ARGS RXEVM_ENV \
       RXEVM_BENCH RXEVM_BENCH_RUN RXEVM_BENCHTIME RXEVM_BENCH_SIZE RXEVM_BENCH_ITERS \
-      RXEVM_BENCH_ROUNDS; do
+      RXEVM_BENCH_ROUNDS RXEVM_PKG_RUN; do
       # '...' quoting, with any ' inside written as '\''
       [[ -n ${!v:-} ]] && printf "%s='%s'\n" "$v" "${!v//\'/\'\\\'\'}"
     done

@@ -11,7 +11,10 @@ if [[ $RXEVM_HOSTS == 2 ]]; then
   # b runs the peer agent and what it starts.
   RXEVM_MEM=${RXEVM_MEM:-1536}
   RXEVM_SMP=${RXEVM_SMP:-1}
-  export RXEVM_PKGS=${RXEVM_PKGS:-./test/rxevm/twohost}
+  # rdmanet/reliable for its netem test alone (RXEVM_PKG_RUN): on one host
+  # rxe0's multicast to itself does not pass the netdev's qdisc.
+  export RXEVM_PKGS=${RXEVM_PKGS:-./test/rxevm/twohost ./rdmanet/reliable}
+  export RXEVM_PKG_RUN=${RXEVM_PKG_RUN-rdmanet/reliable=^TestNetemLoss\$}
   export RXEVM_CMDS=${RXEVM_CMDS-./cmd/... ./examples/... ./test/rxevm/rxepeer}
 elif [[ $RXEVM_HOSTS != 1 ]]; then
   die "RXEVM_HOSTS=$RXEVM_HOSTS: want 1 or 2"
@@ -36,6 +39,7 @@ check_prereqs() {
     "/usr/lib/$MULTIARCH/libibverbs/librxe-rdmav34.so:ibverbs-providers"
     /etc/libibverbs.d/rxe.driver:ibverbs-providers
     ip:iproute2
+    tc:iproute2
     /usr/bin/rdma:iproute2
     /usr/bin/ib_send_bw:perftest
     /usr/bin/ib_send_lat:perftest
@@ -88,7 +92,7 @@ qemu_args() {
   shift 2
   QEMU=(
     qemu-system-x86_64
-    -accel tcg -cpu max # KVM cannot boot this kernel on these hosts
+    -accel tcg -cpu max # /dev/kvm here is PVM: it cannot boot this kernel (README.md, KVM)
     -M pc -smp "$RXEVM_SMP" -m "$RXEVM_MEM"
     -nic none # no network device but the VM-to-VM link below, if any
     -display none -monitor none -serial stdio -no-reboot
