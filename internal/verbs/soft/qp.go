@@ -23,14 +23,14 @@ const (
 	recvBatch    = 64      // datagrams per recvmmsg
 	sendScratch  = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
 	sockBufBytes = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
-	maxQPNTries  = 256
 )
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
 // bound to the QP's own address and used for every send, and a multicast
 // one that sees only the QP's groups, bound to 0.0.0.0 at the first join
-// to receive), a send CQ whose channel is an eventfd and a receive CQ
-// whose channel is an epoll fd over both sockets.
+// to receive), a send CQ that needs no channel fd (PostSend completes
+// every WR) and a receive CQ whose channel is an epoll fd over both
+// sockets.
 type QP struct {
 	id        *ID
 	qpn       uint32
@@ -78,7 +78,7 @@ func (q *QP) MaxInline() int { return maxInline }
 // datagrams whose source address and DETH source QP are its own).
 func (q *QP) LoopbackBlocked() bool { return q.blockSelf }
 
-// SendCQ is the send CQ; its channel is an eventfd.
+// SendCQ is the send CQ; its channel has no fd.
 func (q *QP) SendCQ() verbs.CQ { return &q.scq }
 
 // RecvCQ is the receive CQ; its channel is an epoll fd over the QP's
@@ -90,26 +90,6 @@ func (q *QP) UnicastIP() [4]byte { return q.unicast }
 
 func qpnAddr(qpn uint32) [4]byte {
 	return [4]byte{127, byte(qpn >> 16), byte(qpn >> 8), byte(qpn)}
-}
-
-// qpnSockaddr is the abstract unix address that stands for qpn in the
-// network namespace.
-func qpnSockaddr(qpn uint32) *unix.SockaddrUnix {
-	return &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpn-%06x", qpn)}
-}
-
-// reserveQPN binds the abstract unix socket that stands for qpn in this
-// network namespace (non-blocking: it is also the ID's event channel).
-func reserveQPN(qpn uint32) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		return -1, os.NewSyscallError("socket", err)
-	}
-	if err := unix.Bind(fd, qpnSockaddr(qpn)); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
 }
 
 type sockopt struct {
@@ -177,7 +157,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		mcFd:      -1,
 	}
 	q.unicast = q.ifaddr
-	q.scq.efd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1
+	q.rcq.wideFd, q.rcq.uniEpFd = -1, -1
 	built := q // the error returns below set q to nil
 	defer func() {
 		if err != nil {
@@ -203,9 +183,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = q.sq.init(q, sdepth); err != nil {
 		return nil, err
 	}
-	if err = q.scq.init(sdepth); err != nil {
-		return nil, err
-	}
+	q.scq.init(sdepth)
 	if err = q.rcq.init(q, rdepth); err != nil {
 		return nil, err
 	}
@@ -242,23 +220,6 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 	return tx, mc
 }
 
-// reserveFreeQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
-// the network namespace: it returns the QPN and the bound socket.
-func reserveFreeQPN() (uint32, int, error) {
-	for range maxQPNTries {
-		qpn := 2 + rand.Uint32N(0xFFFFFE-1)
-		fd, err := reserveQPN(qpn)
-		if err == unix.EADDRINUSE {
-			continue
-		}
-		if err != nil {
-			return 0, -1, fmt.Errorf("reserve QPN: %w", err)
-		}
-		return qpn, fd, nil
-	}
-	return 0, -1, errors.New("no free QPN found")
-}
-
 // openUnicast makes the unicast socket, bound to the QP's address, the
 // one every send goes out of.
 func (q *QP) openUnicast(opts []sockopt) error {
@@ -284,22 +245,16 @@ func (q *QP) openUnicast(opts []sockopt) error {
 	return nil
 }
 
-// closeFds closes every fd the QP holds, those its CQs' waiters took over
-// through the waiters; leaving the groups is implied by closing the
-// multicast socket.
+// closeFds closes every fd the QP holds, those its receive CQ's waiter
+// took over through the waiter; leaving the groups is implied by closing
+// the multicast socket.
 func (q *QP) closeFds() error {
 	var first error
 	if w := q.rcq.waiter; w != nil {
 		first = w.w.Close() // the epoll set and the multicast socket
 		q.rcq.wideFd, q.mcFd = -1, -1
 	}
-	if w := q.scq.waiter; w != nil {
-		if err := w.w.Close(); err != nil && first == nil { // the eventfd
-			first = err
-		}
-		q.scq.efd = -1
-	}
-	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd} {
+	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
 				first = err
@@ -324,6 +279,9 @@ func (q *QP) close() error {
 	q.rcq.groups = nil
 	q.rcq.rq = nil
 	q.rcq.stopWatch()
+	if w := q.scq.waiter; w != nil {
+		w.w.close() // a WaitPoll still blocked returns net.ErrClosed
+	}
 	return q.closeFds()
 }
 
