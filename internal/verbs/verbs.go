@@ -251,8 +251,11 @@ type CQ interface {
 	Channel() Channel
 }
 
-// CQWaiter waits for one CQ's completions in the Go runtime's netpoller,
-// so deadlines and "Close unblocks" come from Go's internal/poll. Its
+// CQWaiter waits for one CQ's completions: in the Go runtime's netpoller
+// where the CQ has a channel fd, so deadlines and "Close unblocks" come
+// from Go's internal/poll (a CQ whose completions the provider makes in
+// Go, as the software provider's send CQ, may wait on a Go channel and a
+// timer instead). Its
 // calls, except SetDeadline and Close, must not run concurrently (rdmanet
 // holds its read or write lock around WaitPoll).
 type CQWaiter interface {

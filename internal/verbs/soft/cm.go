@@ -188,6 +188,7 @@ func (id *ID) Close() error {
 		err = id.qp.close()
 	}
 	id.ev.close()
+	id.r.release() // the socket Bind made, unless the QP took it
 	releaseQPN(id.qpn)
 	return err
 }

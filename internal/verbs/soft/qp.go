@@ -62,8 +62,8 @@ type QP struct {
 var _ verbs.QP = (*QP)(nil)
 var _ verbs.DropCounter = (*QP)(nil)
 
-// QPN is the QP number: random in [2, 0xFFFFFE], unique in the network
-// namespace.
+// QPN is the QP number, in [2, 0xFFFFFE] and unique in the network
+// namespace: from a block of 256 the process reserved at random (qpn.go).
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // QKey is the QP's Q_Key.
@@ -107,13 +107,21 @@ func udpSocket(opts []sockopt) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	for _, o := range opts {
-		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
-			unix.Close(fd)
-			return -1, fmt.Errorf("setsockopt %s: %w", o.what, err)
-		}
+	if err := setSockopts(fd, opts); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
 	return fd, nil
+}
+
+// setSockopts sets opts on fd.
+func setSockopts(fd int, opts []sockopt) error {
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
+			return fmt.Errorf("setsockopt %s: %w", o.what, err)
+		}
+	}
+	return nil
 }
 
 var rxOpts = []sockopt{
@@ -223,10 +231,18 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 // openUnicast makes the unicast socket, bound to the QP's address, the
 // one every send goes out of.
 func (q *QP) openUnicast(opts []sockopt) error {
-	var err error
-	if q.uniFd, err = udpSocket(opts); err != nil {
+	// The socket resolve made for Bind, where the ID still has it.
+	q.uniFd, q.id.r.sock = q.id.r.sock, -1
+	if q.uniFd < 0 {
+		var err error
+		if q.uniFd, err = udpSocket(nil); err != nil {
+			return err
+		}
+	}
+	if err := setSockopts(q.uniFd, opts); err != nil {
 		return err
 	}
+	var err error
 	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
 		return err
 	}
