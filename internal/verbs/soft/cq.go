@@ -225,7 +225,9 @@ func newEpoll(fds []int, events []uint32) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("epoll_create1", err)
 	}
-	if err := unix.SetNonblock(epfd, true); err != nil {
+	// A new epoll fd's status flags are O_RDWR alone (F_SETFL keeps the
+	// access mode): set O_NONBLOCK without reading them first.
+	if _, err := unix.FcntlInt(uintptr(epfd), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(epfd)
 		return -1, os.NewSyscallError("fcntl", err)
 	}

@@ -211,10 +211,10 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 		// for the address it is bound to, and SO_MEMINFO counts drops.
 		uniRx = withoutCmsgs(rx)
 	}
+	// IP_MULTICAST_LOOP and IP_MULTICAST_TTL are left as a new socket
+	// has them, 1 and 1 (Linux's defaults, no sysctl changes them).
 	tx = append(uniRx[:len(uniRx):len(uniRx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
 		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
 	)
 	mcRx := rx
