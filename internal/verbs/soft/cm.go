@@ -27,7 +27,7 @@ type ID struct {
 var _ verbs.ID = (*ID)(nil)
 
 func newID(r *resolved) (*ID, error) {
-	qpn, err := reserveQPN() // one QP per ID
+	qpn, err := reserveQPN(r.netns) // one QP per ID
 	if err != nil {
 		return nil, fmt.Errorf("soft: rdma_create_id: %w", err)
 	}
@@ -189,7 +189,7 @@ func (id *ID) Close() error {
 	}
 	id.ev.close()
 	id.r.release() // the socket Bind made, unless the QP took it
-	releaseQPN(id.qpn)
+	releaseQPN(id.r.netns, id.qpn)
 	return err
 }
 

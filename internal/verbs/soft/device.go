@@ -165,7 +165,8 @@ type resolved struct {
 	// sock is a UDP socket made in the namespace resolved (it told which
 	// one: currentNetlinkView), the QP's unicast socket to be; whoever
 	// takes r closes it or hands it on (release).
-	sock int
+	sock  int
+	netns uint64 // the namespace's cookie (SO_NETNS_COOKIE), 0 if unknown
 }
 
 // release closes r.sock unless it was handed on.
@@ -218,20 +219,22 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if err != nil {
 		sock = -1 // no cookie: read the view; CreateQP reports the error
 	}
-	r, err := resolveIn(sock, root, cfg)
+	netns := netnsCookie(sock)
+	r, err := resolveIn(netns, root, cfg)
 	if err != nil {
 		if sock >= 0 {
 			unix.Close(sock)
 		}
 		return nil, err
 	}
-	r.sock = sock
+	r.sock, r.netns = sock, netns
 	return r, nil
 }
 
-// resolveIn is resolveAt in the network namespace of sock.
-func resolveIn(sock int, root string, cfg verbs.BindConfig) (*resolved, error) {
-	v, err := currentNetlinkView(sock)
+// resolveIn is resolveAt in the network namespace whose cookie is netns
+// (0: unknown).
+func resolveIn(netns uint64, root string, cfg verbs.BindConfig) (*resolved, error) {
+	v, err := currentNetlinkView(netns)
 	if err != nil {
 		return nil, noDevice("list netdevs: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 // which the kernel queues before the call that made the change returns;
 // a notification queued, or one lost to a full buffer (ENOBUFS), means
 // read again. The namespace is told by the cookie (SO_NETNS_COOKIE) of a
-// socket the caller made in it, the QP's unicast socket to be. At most
+// socket resolve made in it, the QP's unicast socket to be. At most
 // maxNetViews namespaces are kept (each entry's socket holds its
 // namespace alive), the least recently used one dropped first.
 const maxNetViews = 4
@@ -32,17 +32,26 @@ var netViews struct {
 	views []*netView
 }
 
-// currentNetlinkView returns the links and addresses of the network
-// namespace of sock, a socket the caller made on this thread: kept ones
-// when nothing changed since they were read, else read now. Where the
-// kernel cannot tell a socket's namespace (SO_NETNS_COOKIE, Linux 5.14)
-// or a subscription cannot be made, it reads every time.
-func currentNetlinkView(sock int) (*netlinkView, error) {
+// netnsCookie is the cookie of the network namespace of sock
+// (SO_NETNS_COOKIE, Linux 5.14), 0 where the kernel cannot tell or there
+// is no socket (sock < 0).
+func netnsCookie(sock int) uint64 {
 	if sock < 0 {
-		return readNetlinkView()
+		return 0
 	}
 	cookie, err := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 	if err != nil {
+		return 0
+	}
+	return cookie
+}
+
+// currentNetlinkView returns the links and addresses of the network
+// namespace of this thread, whose cookie is cookie: kept ones when
+// nothing changed since they were read, else read now. With no cookie
+// (0) or where a subscription cannot be made, it reads every time.
+func currentNetlinkView(cookie uint64) (*netlinkView, error) {
+	if cookie == 0 {
 		return readNetlinkView()
 	}
 	netViews.mu.Lock()

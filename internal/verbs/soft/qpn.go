@@ -14,10 +14,12 @@ import (
 // blocks of qpnBlockSize, each held by one abstract unix socket
 // "rdmanet-sw-qpns-%04x" (abstract names are per network namespace, and
 // the kernel frees one when its socket closes, also when the process
-// dies), and hands them out from its blocks: a conn costs no fd of its
-// own for its QPN, and Listen no bind while a block has room. Within a
-// block QPNs are handed out in turn, so one freed is taken again only
-// after the block's others.
+// dies), and hands them out from its blocks in the same namespace (told
+// by its cookie): a conn costs no fd of its own for its QPN, and Listen
+// no bind while a block has room. Within a block QPNs are handed out in
+// turn, so one freed is taken again only after the block's others. Of
+// the blocks that empty, the process keeps the last one (a Listen+Close
+// loop binds nothing), and closes the others.
 const (
 	qpnBlockBits = 8
 	qpnBlockSize = 1 << qpnBlockBits
@@ -27,15 +29,15 @@ const (
 
 // qpnBlock is one reserved block: QPNs base .. base+qpnBlockSize-1.
 type qpnBlock struct {
-	fd   int // the socket that reserves it
-	base uint32
-	used [qpnBlockSize / 64]uint64
-	n    int // QPNs handed out
-	next int // where the search for a free one starts
+	fd    int    // the socket that reserves it
+	netns uint64 // in this network namespace (its cookie; 0: unknown)
+	base  uint32
+	used  [qpnBlockSize / 64]uint64
+	n     int // QPNs handed out
+	next  int // where the search for a free one starts
 }
 
-// qpnPool is the process's blocks; the last one made stays reserved when
-// it empties, so that a Listen+Close loop binds nothing.
+// qpnPool is the process's blocks.
 var qpnPool struct {
 	mu     sync.Mutex
 	blocks []*qpnBlock
@@ -62,11 +64,15 @@ func (b *qpnBlock) take() (uint32, bool) {
 	return 0, false
 }
 
-// reserveQPN hands out a QPN free in the network namespace.
-func reserveQPN() (uint32, error) {
+// reserveQPN hands out a QPN free in the network namespace of the
+// calling thread, whose cookie is netns.
+func reserveQPN(netns uint64) (uint32, error) {
 	qpnPool.mu.Lock()
 	defer qpnPool.mu.Unlock()
 	for _, b := range qpnPool.blocks {
+		if b.netns != netns {
+			continue
+		}
 		if q, ok := b.take(); ok {
 			return q, nil
 		}
@@ -75,29 +81,43 @@ func reserveQPN() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	b.netns = netns
 	qpnPool.blocks = append(qpnPool.blocks, b)
 	q, _ := b.take()
 	return q, nil
 }
 
-// releaseQPN gives qpn back; a block it empties is released unless it is
-// the last one left.
-func releaseQPN(qpn uint32) {
+// releaseQPN gives back qpn, reserved in the namespace netns. When that
+// empties its block, the other empty blocks are released: only the last
+// to empty stays.
+func releaseQPN(netns uint64, qpn uint32) {
 	qpnPool.mu.Lock()
 	defer qpnPool.mu.Unlock()
-	for i, b := range qpnPool.blocks {
-		if qpn>>qpnBlockBits != b.base>>qpnBlockBits {
+	var emptied *qpnBlock
+	for _, b := range qpnPool.blocks {
+		if b.netns != netns || qpn>>qpnBlockBits != b.base>>qpnBlockBits {
 			continue
 		}
 		j := int(qpn - b.base)
 		b.used[j/64] &^= 1 << (j % 64)
-		b.n--
-		if b.n == 0 && len(qpnPool.blocks) > 1 {
-			unix.Close(b.fd)
-			qpnPool.blocks = append(qpnPool.blocks[:i], qpnPool.blocks[i+1:]...)
+		if b.n--; b.n == 0 {
+			emptied = b
 		}
+		break
+	}
+	if emptied == nil {
 		return
 	}
+	kept := qpnPool.blocks[:0]
+	for _, b := range qpnPool.blocks {
+		if b.n == 0 && b != emptied {
+			unix.Close(b.fd)
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(qpnPool.blocks[len(kept):])
+	qpnPool.blocks = kept
 }
 
 // reserveBlock binds a random free block's name.

@@ -47,3 +47,47 @@ func TestQPNBlockTake(t *testing.T) {
 		t.Fatalf("last take: %#x %v, want %#x (second was %#x)", q, ok, first, second)
 	}
 }
+
+// QPNs of different network namespaces come from different blocks, and
+// of the blocks that empty only the last stays reserved.
+func TestQPNBlocksPerNamespace(t *testing.T) {
+	const ns1, ns2 = 1<<62 | 1, 1<<62 | 2 // no namespace has these cookies
+	a, err := reserveQPN(ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := reserveQPN(ns2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := reserveQPN(ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a>>qpnBlockBits == b>>qpnBlockBits {
+		t.Errorf("QPNs %#x and %#x of two namespaces from one block", a, b)
+	}
+	if a>>qpnBlockBits != c>>qpnBlockBits {
+		t.Errorf("QPNs %#x and %#x of one namespace from two blocks", a, c)
+	}
+	blocks := func(ns uint64) int {
+		qpnPool.mu.Lock()
+		defer qpnPool.mu.Unlock()
+		n := 0
+		for _, b := range qpnPool.blocks {
+			if b.netns == ns {
+				n++
+			}
+		}
+		return n
+	}
+	releaseQPN(ns1, a)
+	releaseQPN(ns1, c) // ns1's block empties: kept
+	if blocks(ns1) != 1 {
+		t.Errorf("ns1 blocks after its last QPN went: %d, want 1 (the last to empty)", blocks(ns1))
+	}
+	releaseQPN(ns2, b) // ns2's empties: kept, ns1's released
+	if blocks(ns1) != 0 || blocks(ns2) != 1 {
+		t.Errorf("blocks after ns2's emptied: ns1 %d, ns2 %d; want 0, 1", blocks(ns1), blocks(ns2))
+	}
+}
