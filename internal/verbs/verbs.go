@@ -279,8 +279,10 @@ type CQWaiter interface {
 }
 
 // Channel is a completion or event channel: a non-blocking file
-// descriptor that becomes readable when there is something to collect.
-// The fd stays owned by the channel; a poller must dup it.
+// descriptor that becomes readable when there is something to collect
+// (-1 for a CQ that needs none: the software provider's send CQ, whose
+// completions PostSend makes). The fd stays owned by the channel; a
+// poller must dup it.
 type Channel interface {
 	Fd() int
 	// GetEvents consumes pending channel events (ibv_get_cq_event until
