@@ -87,13 +87,13 @@
 // ErrGroupLimit, and the error names the limit and its value.
 //
 // Each conn is one UD QP. On the software backend, with the default depths
-// and MTU 4096, it holds 8 file descriptors (two UDP sockets, the epoll
-// sets its receive waiter and unicast watch sleep on, two eventfds, a QPN
-// reservation, and the netpoller's copy of the event channel), 2
-// goroutines, about 30 KiB resident while idle (scratch that grows when
-// traffic needs it) and 1.3 MiB of memory mapped for its rings (RecvDepth
+// and MTU 4096, it holds 4 file descriptors (two UDP sockets and the
+// epoll sets its receive waiter and unicast watch sleep on; its send CQ
+// and event channel need none, and the process reserves QPNs 256 at a
+// time, one socket a block), 2 goroutines, about 20 KiB resident while
+// idle (scratch that grows when traffic needs it) and 1.3 MiB of memory mapped for its rings (RecvDepth
 // 64 and SendDepth 256 slots of MTU plus 40 bytes, rounded to 64), of
-// which what datagrams touched is resident (300 KiB after 64 of 1 KiB),
+// which what datagrams touched is resident (290 KiB after 64 of 1 KiB),
 // plus the kernel's socket buffers (4 MiB asked for each way, capped by
 // net.core.rmem_max and wmem_max, used only while datagrams wait). Close
 // of a conn in 1000 groups takes as long as a UDP socket's. On rdma-core

@@ -1,57 +1,34 @@
 package rdmanet
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
-	"time"
 
-	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
 
-// eventState runs one goroutine per conn that waits, in the netpoller, for
-// the ID's asynchronous events: multicast errors (rejoin), the port going
-// down and up and QP errors (recover.go), and device removal (fail every
-// call, free the device's objects).
+// eventState runs one goroutine per conn that waits for the ID's
+// asynchronous events with the provider's EventWaiter: multicast errors
+// (rejoin), the port going down and up and QP errors (recover.go), and
+// device removal (fail every call, free the device's objects).
 type eventState struct {
-	waiter  *poller.Waiter
-	src     eventSource
+	waiter  verbs.EventWaiter
+	evs     []verbs.Event // what one WaitPoll collects
 	done    chan struct{} // closed when the goroutine must stop
 	stopped chan struct{} // closed when it has
 }
 
-type eventSource struct {
-	ch      verbs.EventChannel
-	pending []verbs.Event
-}
-
-func (s *eventSource) Poll() (int, error) {
-	for {
-		ev, ok, err := s.ch.Next()
-		if err != nil {
-			return len(s.pending), err
-		}
-		if !ok {
-			return len(s.pending), nil
-		}
-		s.pending = append(s.pending, ev)
-	}
-}
-
-func (s *eventSource) Arm() error          { return nil }
-func (s *eventSource) Drain() (int, error) { return 0, nil }
+// eventBatch is how many events one WaitPoll collects.
+const eventBatch = 8
 
 func (c *Conn) initEvents() error {
-	ch := c.id.Events()
-	c.ev.src = eventSource{ch: ch}
-	w, err := poller.New(ch.Fd(), "rdmanet-events", &c.ev.src, 0)
+	w, err := c.id.Events().NewWaiter()
 	if err != nil {
 		return err
 	}
 	c.ev.waiter = w
+	c.ev.evs = make([]verbs.Event, eventBatch)
 	c.rec.lent = make([]atomic.Uint64, (c.cfg.RecvDepth+63)/64)
 	c.ev.done = make(chan struct{})
 	c.ev.stopped = make(chan struct{})
@@ -62,18 +39,11 @@ func (c *Conn) initEvents() error {
 func (c *Conn) eventLoop() {
 	defer close(c.ev.stopped)
 	for {
-		if _, err := c.ev.waiter.Wait(); errors.Is(err, os.ErrDeadlineExceeded) {
-			// A kick: clear it first, then collect what is queued, so
-			// that a kick racing this one is not lost.
-			c.ev.waiter.SetDeadline(time.Time{})
-			if _, err := c.ev.src.Poll(); err != nil && c.closed.Load() {
-				return
-			}
-		} else if err != nil {
+		n, err := c.ev.waiter.WaitPoll(c.ev.evs)
+		if err != nil && (n == 0 || c.closed.Load()) {
 			return // closed
 		}
-		evs := c.ev.src.pending
-		c.ev.src.pending = evs[:0:0]
+		evs := c.ev.evs[:n]
 		for _, ev := range evs {
 			switch ev.Type {
 			case verbs.EventMulticastError:
@@ -103,7 +73,7 @@ func (c *Conn) eventLoop() {
 // the channel fd then has nothing left to wake the goroutine with.
 func (c *Conn) kickEvents() {
 	if c.ev.waiter != nil {
-		c.ev.waiter.SetDeadline(time.Unix(1, 0))
+		c.ev.waiter.Wake()
 	}
 }
 

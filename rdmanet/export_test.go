@@ -145,14 +145,60 @@ type quietChannel struct{ q *quietID }
 
 func (c quietChannel) Fd() int { return c.q.ID.Events().Fd() }
 func (c quietChannel) Next() (verbs.Event, bool, error) {
-	c.q.mu.Lock()
-	defer c.q.mu.Unlock()
-	if len(c.q.queue) > 0 {
-		ev := c.q.queue[0]
-		c.q.queue = c.q.queue[1:]
+	if ev, ok := c.q.take(); ok {
 		return ev, true, nil
 	}
 	return c.q.ID.Events().Next()
+}
+
+// take takes the first event of the queue that only Next shows.
+func (q *quietID) take() (verbs.Event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		return verbs.Event{}, false
+	}
+	ev := q.queue[0]
+	q.queue = q.queue[1:]
+	return ev, true
+}
+
+// NewWaiter wraps the software channel's waiter: the queued events show
+// only when the waiter is woken (rdmanet's kick) or wakes anyway.
+func (c quietChannel) NewWaiter() (verbs.EventWaiter, error) {
+	w, err := c.q.ID.Events().NewWaiter()
+	if err != nil {
+		return nil, err
+	}
+	return quietWaiter{EventWaiter: w, q: c.q}, nil
+}
+
+type quietWaiter struct {
+	verbs.EventWaiter
+	q *quietID
+}
+
+func (w quietWaiter) WaitPoll(evs []verbs.Event) (int, error) {
+	n := 0
+	for ; n < len(evs); n++ {
+		ev, ok := w.q.take()
+		if !ok {
+			break
+		}
+		evs[n] = ev
+	}
+	if n > 0 {
+		return n, nil
+	}
+	n, err := w.EventWaiter.WaitPoll(evs)
+	if n > 0 || err != nil {
+		return n, err
+	}
+	if ev, ok := w.q.take(); ok { // woken: what the kick was for
+		evs[0] = ev
+		return 1, nil
+	}
+	return 0, nil
 }
 
 // DropCountKeys returns the keys of the drop counters of c's QP (all of

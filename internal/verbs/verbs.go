@@ -251,8 +251,11 @@ type CQ interface {
 	Channel() Channel
 }
 
-// CQWaiter waits for one CQ's completions in the Go runtime's netpoller,
-// so deadlines and "Close unblocks" come from Go's internal/poll. Its
+// CQWaiter waits for one CQ's completions: in the Go runtime's netpoller
+// where the CQ has a channel fd, so deadlines and "Close unblocks" come
+// from Go's internal/poll (a CQ whose completions the provider makes in
+// Go, as the software provider's send CQ, may wait on a Go channel and a
+// timer instead). Its
 // calls, except SetDeadline and Close, must not run concurrently (rdmanet
 // holds its read or write lock around WaitPoll).
 type CQWaiter interface {
@@ -276,8 +279,10 @@ type CQWaiter interface {
 }
 
 // Channel is a completion or event channel: a non-blocking file
-// descriptor that becomes readable when there is something to collect.
-// The fd stays owned by the channel; a poller must dup it.
+// descriptor that becomes readable when there is something to collect
+// (-1 for a CQ that needs none: the software provider's send CQ, whose
+// completions PostSend makes). The fd stays owned by the channel; a
+// poller must dup it.
 type Channel interface {
 	Fd() int
 	// GetEvents consumes pending channel events (ibv_get_cq_event until
@@ -290,11 +295,35 @@ type Channel interface {
 
 // EventChannel carries an ID's asynchronous events.
 type EventChannel interface {
-	// Fd is readable when Next may return an event.
+	// Fd is readable when Next may return an event; -1 where the
+	// provider raises its events in Go and its waiter needs no fd (the
+	// software provider).
 	Fd() int
 	// Next returns the next pending event without blocking; ok is false
 	// when none is pending.
 	Next() (ev Event, ok bool, err error)
+	// NewWaiter returns the channel's blocking wait-poll, built by the
+	// provider (on internal/poller where the channel is an fd). A
+	// channel has at most one waiter; the ID's Close frees it.
+	NewWaiter() (EventWaiter, error)
+}
+
+// EventWaiter waits for an ID's events. Its WaitPoll must not run
+// concurrently with itself.
+type EventWaiter interface {
+	// WaitPoll collects pending events into evs (as Next would) and
+	// returns how many, waiting while there are none: until one comes,
+	// Wake is called (then it collects what is pending and returns,
+	// possibly 0) or the waiter is closed (net.ErrClosed).
+	WaitPoll(evs []Event) (int, error)
+	// Wake makes a blocked WaitPoll, or else the next one that would
+	// sleep, look again and return: for events a provider queued
+	// without the channel showing them (rdma-core's Join reads the
+	// channel and queues what is not its own). Any goroutine may call it.
+	Wake()
+	// Close unblocks WaitPoll with net.ErrClosed; later ones return it
+	// at once. It is idempotent and leaves the channel as it is.
+	Close() error
 }
 
 // EventType is the kind of an asynchronous event.

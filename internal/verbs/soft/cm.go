@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
@@ -20,7 +18,7 @@ type ID struct {
 	r       *resolved
 	bind    verbs.Binding
 	qp      *QP
-	qpn     uint32 // reserved by ev's socket; the QP's once it exists
+	qpn     uint32 // reserved (qpn.go); the QP's once it exists
 	ev      eventChannel
 	closed  bool
 	removed atomic.Bool // a DEVICE_REMOVAL was injected
@@ -29,14 +27,11 @@ type ID struct {
 var _ verbs.ID = (*ID)(nil)
 
 func newID(r *resolved) (*ID, error) {
-	// The socket that reserves the QPN (one QP per ID) is also the
-	// event channel: one fd for both.
-	qpn, fd, err := reserveFreeQPN()
+	qpn, err := reserveQPN(r.netns) // one QP per ID
 	if err != nil {
 		return nil, fmt.Errorf("soft: rdma_create_id: %w", err)
 	}
 	id := &ID{r: r, qpn: qpn}
-	id.ev.fd, id.ev.self = fd, qpnSockaddr(qpn)
 	id.bind = verbs.Binding{
 		Device:    devicePrefix + r.ifi.Name,
 		Port:      portNum,
@@ -178,8 +173,8 @@ func (id *ID) Leave(mgid verbs.GID) error {
 // events of its own; InjectEvent raises them in tests.
 func (id *ID) Events() verbs.EventChannel { return &id.ev }
 
-// Close leaves every group and closes every fd: the QP's sockets, the
-// epoll sets and eventfd, the event channel that reserves the QPN. It is
+// Close leaves every group, closes every fd (the QP's sockets and epoll
+// sets), closes the event channel and gives the QPN back. It is
 // idempotent.
 func (id *ID) Close() error {
 	id.mu.Lock()
@@ -192,123 +187,75 @@ func (id *ID) Close() error {
 	if id.qp != nil {
 		err = id.qp.close()
 	}
-	if e := id.ev.close(); err == nil {
-		err = e
-	}
+	id.ev.close()
+	id.r.release() // the socket Bind made, unless the QP took it
+	releaseQPN(id.r.netns, id.qpn)
 	return err
 }
 
-// eventChannel is an ID's event channel: a queue and the ID's QPN
-// reservation, an abstract unix datagram socket, that is readable while
-// the queue is not empty (push sends it a datagram when the queue fills
-// from empty; Next reads it dry when the queue empties). A datagram
-// anyone else sends it only wakes a reader, who finds the queue empty.
+// eventChannel is an ID's event channel: a queue that InjectEvent fills
+// (the provider raises no events of its own), in Go, so it has no fd;
+// push leaves the waiter a note when it is armed.
 type eventChannel struct {
-	mu   sync.Mutex
-	fd   int
-	self *unix.SockaddrUnix
-	q    []verbs.Event
+	mu     sync.Mutex
+	closed bool
+	armed  bool
+	q      []verbs.Event
+	waiter *eventWaiter
 }
 
 var _ verbs.EventChannel = (*eventChannel)(nil)
 
-func (c *eventChannel) Fd() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fd
-}
+// Fd is -1: the channel's waiter needs none.
+func (c *eventChannel) Fd() int { return -1 }
 
 func (c *eventChannel) Next() (verbs.Event, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
+	if c.closed {
 		return verbs.Event{}, false, fmt.Errorf("soft: rdma_get_cm_event: %w", verbs.ErrClosed)
 	}
 	if len(c.q) == 0 {
-		drainSocket(c.fd)
 		return verbs.Event{}, false, nil
 	}
 	ev := c.q[0]
 	c.q = c.q[1:]
-	if len(c.q) == 0 {
-		drainSocket(c.fd)
-	}
 	return ev, true, nil
+}
+
+// arm makes the next push leave the waiter a note.
+func (c *eventChannel) arm() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("soft: rdma_get_cm_event: %w", verbs.ErrClosed)
+	}
+	c.armed = true
+	return nil
 }
 
 func (c *eventChannel) push(ev verbs.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
+	if c.closed {
 		return verbs.ErrClosed
 	}
 	c.q = append(c.q, ev)
-	if len(c.q) > 1 {
-		return nil // readable already
+	if c.armed && c.waiter != nil {
+		c.armed = false
+		c.waiter.w.notify()
 	}
-	for {
-		err := unix.Sendto(c.fd, []byte{0}, 0, c.self)
-		switch err {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN: // its queue is full: readable
-			return nil
-		}
-		return err
-	}
+	return nil
 }
 
-// drainSocket reads a datagram socket dry.
-func drainSocket(fd int) {
-	var b [1]byte
-	for {
-		_, _, err := unix.Recvfrom(fd, b[:], 0)
-		if err != nil && err != unix.EINTR {
-			return
-		}
-	}
-}
-
-func (c *eventChannel) close() error {
+// close empties the channel; a WaitPoll still blocked returns
+// net.ErrClosed.
+func (c *eventChannel) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return nil
-	}
-	err := unix.Close(c.fd)
-	c.fd = -1
+	c.closed = true
 	c.q = nil
-	return err
-}
-
-func signalEventfd(fd int) error {
-	var one = [8]byte{1}
-	for {
-		_, err := unix.Write(fd, one[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN { // counter saturated: still readable
-			return nil
-		}
-		return err
-	}
-}
-
-// drainEventfd reads the eventfd's counter and returns it (0 when none).
-func drainEventfd(fd int) (uint64, error) {
-	var b [8]byte
-	for {
-		_, err := unix.Read(fd, b[:])
-		switch err {
-		case nil:
-			return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56, nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return 0, nil
-		}
-		return 0, err
+	if c.waiter != nil {
+		c.waiter.w.close()
 	}
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-// sendCQ is the send CQ: a ring of completions and an eventfd channel
-// written when a completion is queued while the CQ is armed.
+// sendCQ is the send CQ: a ring of completions. PostSend completes every
+// WR before it returns, so the CQ has no channel fd: a completion queued
+// while the CQ is armed leaves its waiter a note (wait.go).
 type sendCQ struct {
 	mu     sync.Mutex
 	closed bool
@@ -24,21 +25,14 @@ type sendCQ struct {
 	head   int
 	n      int
 	armed  bool
-	efd    int
-	waiter *sendWaiter // it holds efd once made
+	waiter *sendWaiter
 }
 
 var _ verbs.CQ = (*sendCQ)(nil)
 
-func (c *sendCQ) init(depth int) error {
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return os.NewSyscallError("eventfd", err)
-	}
-	c.efd = efd
+func (c *sendCQ) init(depth int) {
 	c.depth = depth
 	c.ring = make([]verbs.WC, min(depth, sendCQRing))
-	return nil
 }
 
 // sendCQRing is the send CQ's first ring: selective signaling keeps few
@@ -69,7 +63,9 @@ func (c *sendCQ) push(wc verbs.WC) {
 	c.n++
 	if c.armed {
 		c.armed = false
-		signalEventfd(c.efd)
+		if c.waiter != nil {
+			c.waiter.w.notify()
+		}
 	}
 }
 
@@ -89,7 +85,8 @@ func (c *sendCQ) Poll(wcs []verbs.WC) (int, error) {
 	return k, nil
 }
 
-// ReqNotify arms the CQ: the next completion queued writes the eventfd.
+// ReqNotify arms the CQ: the next completion queued leaves the waiter a
+// note.
 func (c *sendCQ) ReqNotify() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,24 +97,15 @@ func (c *sendCQ) ReqNotify() error {
 	return nil
 }
 
-// Channel is the send CQ's completion channel (an eventfd).
-func (c *sendCQ) Channel() verbs.Channel { return (*sendChannel)(c) }
+// Channel is the send CQ's completion channel, which has no fd (Fd is
+// -1): the waiter learns of completions from the CQ itself.
+func (c *sendCQ) Channel() verbs.Channel { return sendChannel{} }
 
-type sendChannel sendCQ
+type sendChannel struct{}
 
-func (ch *sendChannel) Fd() int { return ch.efd }
-
-// GetEvents reads the eventfd: how many notifications are pending.
-func (ch *sendChannel) GetEvents() (int, error) {
-	n, err := drainEventfd(ch.efd)
-	if err != nil {
-		return 0, fmt.Errorf("soft: ibv_get_cq_event: %w", os.NewSyscallError("read", err))
-	}
-	return int(n), nil
-}
-
-// AckEvents does nothing: there is nothing to acknowledge.
-func (ch *sendChannel) AckEvents(int) {}
+func (sendChannel) Fd() int                 { return -1 }
+func (sendChannel) GetEvents() (int, error) { return 0, nil }
+func (sendChannel) AckEvents(int)           {}
 
 // rqEntry is a posted receive: its WRID and buffer.
 type rqEntry struct {
@@ -237,7 +225,9 @@ func newEpoll(fds []int, events []uint32) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("epoll_create1", err)
 	}
-	if err := unix.SetNonblock(epfd, true); err != nil {
+	// A new epoll fd's status flags are O_RDWR alone (F_SETFL keeps the
+	// access mode): set O_NONBLOCK without reading them first.
+	if _, err := unix.FcntlInt(uintptr(epfd), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(epfd)
 		return -1, os.NewSyscallError("fcntl", err)
 	}

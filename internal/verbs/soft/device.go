@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
@@ -160,6 +162,19 @@ type resolved struct {
 	gidIdx  int
 	mtu     int
 	loopbak bool
+	// sock is a UDP socket made in the namespace resolved (it told which
+	// one: currentNetlinkView), the QP's unicast socket to be; whoever
+	// takes r closes it or hands it on (release).
+	sock  int
+	netns uint64 // the namespace's cookie (SO_NETNS_COOKIE), 0 if unknown
+}
+
+// release closes r.sock unless it was handed on.
+func (r *resolved) release() {
+	if r.sock >= 0 {
+		unix.Close(r.sock)
+		r.sock = -1
+	}
 }
 
 func loopbackInterface() (*net.Interface, error) {
@@ -200,7 +215,26 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	if cfg.Port != 0 && cfg.Port != portNum {
 		return nil, noDevice("port %d: software devices have one port", cfg.Port)
 	}
-	v, err := readNetlinkView()
+	sock, err := udpSocket(nil)
+	if err != nil {
+		sock = -1 // no cookie: read the view; CreateQP reports the error
+	}
+	netns := netnsCookie(sock)
+	r, err := resolveIn(netns, root, cfg)
+	if err != nil {
+		if sock >= 0 {
+			unix.Close(sock)
+		}
+		return nil, err
+	}
+	r.sock, r.netns = sock, netns
+	return r, nil
+}
+
+// resolveIn is resolveAt in the network namespace whose cookie is netns
+// (0: unknown).
+func resolveIn(netns uint64, root string, cfg verbs.BindConfig) (*resolved, error) {
+	v, err := currentNetlinkView(netns)
 	if err != nil {
 		return nil, noDevice("list netdevs: %v", err)
 	}
@@ -240,7 +274,8 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 		}
 		ip = net.IPv4(127, 0, 0, 1).To4()
 	}
-	ifi := &l.ifi
+	ifi := new(net.Interface) // the view is shared: a copy
+	*ifi = l.ifi
 	if cfg.Device != "" && cfg.Device != devicePrefix+ifi.Name {
 		return nil, noDevice("device %q does not serve %s (that is %s%s)", cfg.Device, ifi.Name, devicePrefix, ifi.Name)
 	}

@@ -18,9 +18,11 @@
 //
 // # QPs and addresses
 //
-// A QP has a QPN drawn at random from [2, 0xFFFFFE] and reserved in the
-// network namespace by an abstract unix socket "rdmanet-sw-qpn-%06x" (bound
-// when the ID is made, one QP per ID; it is also the ID's event channel), and
+// A QP has a QPN unique in the network namespace: a process reserves
+// QPNs in blocks of 256 (a random block, then QPNs in turn), each block
+// held by an abstract unix socket "rdmanet-sw-qpns-%04x" that the process
+// keeps while any of the block's QPNs is in use (and its last block
+// after that), so a QP pays no fd for its QPN (qpn.go). A QP has
 // two UDP sockets: a unicast one bound to the QP's own address, port 4791
 // (every send leaves from it), and a multicast one with IP_MULTICAST_ALL
 // off, which sees only the QP's own groups and binds 0.0.0.0:4791 at the
@@ -60,8 +62,8 @@
 //
 // # Receiving
 //
-// Waiting is the backend's own (wait.go): each CQ's NewWaiter is a
-// poller.Waiter in the netpoller, and the consumer only calls WaitPoll.
+// Waiting is the backend's own (wait.go): the receive CQ's NewWaiter is
+// a poller.Waiter in the netpoller, and the consumer only calls WaitPoll.
 // The receive CQ's waiter sleeps on one of two fds: an epoll set over
 // both sockets (wide), or the multicast socket alone (narrow), which the
 // netpoller then watches directly (no nested epoll on the wake-up path).
@@ -70,8 +72,11 @@
 // cannot show: a unicast datagram, which the one goroutine of a QP
 // watches for through an epoll set holding only the unicast socket's
 // EPOLLIN (the socket itself would also wake it on every send), and
-// receives posted into an empty queue. The send CQ's waiter arms,
-// polls again and reads its eventfd dry, as on a device.
+// receives posted into an empty queue. The send CQ and the ID's event
+// channel have no fd: PostSend completes every WR before it returns, and
+// events are raised in Go (InjectEvent), so their waiters arm, poll
+// again and sleep on a Go channel that a completion or event queued while
+// armed, a deadline (a timer), Wake or Close leaves a note on.
 // RecvCQ().Poll does the work, straight into the posted buffers:
 // sleeping narrow it reads the multicast socket directly (recvfrom or
 // recvmsg for one datagram when traffic is request/response, recvmmsg

@@ -147,16 +147,35 @@ func TestInjectEvent(t *testing.T) {
 	_, ok, err := ch.Next()
 	require.NoError(t, err)
 	assert.False(t, ok)
-	assert.False(t, readable(t, ch.Fd()))
+	assert.Equal(t, -1, ch.Fd(), "the event channel needs no fd")
+	w, err := ch.NewWaiter()
+	require.NoError(t, err)
+	evs := make([]verbs.Event, 4)
+	done := make(chan int, 1)
+	go func() {
+		n, err := w.WaitPoll(evs)
+		assert.NoError(t, err)
+		done <- n
+	}()
+	time.Sleep(10 * time.Millisecond) // let it sleep
 
 	require.NoError(t, soft.InjectEvent(e.id, verbs.Event{Type: verbs.EventMulticastError, MGID: m.MGID}))
-	assert.True(t, readable(t, ch.Fd()))
-	ev, ok, err := ch.Next()
-	require.NoError(t, err)
-	require.True(t, ok)
+	select {
+	case n := <-done:
+		require.Equal(t, 1, n, "events the woken WaitPoll found")
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitPoll not woken by an event")
+	}
+	ev := evs[0]
 	assert.Equal(t, verbs.EventMulticastError, ev.Type)
 	assert.Equal(t, m.MGID, ev.MGID)
-	assert.False(t, readable(t, ch.Fd()), "event fd readable with the queue empty")
+	_, ok, err = ch.Next()
+	require.NoError(t, err)
+	assert.False(t, ok, "the event was taken by WaitPoll")
+	w.Wake()
+	n, err := w.WaitPoll(evs)
+	assert.NoError(t, err)
+	assert.Zero(t, n, "WaitPoll after Wake with nothing queued")
 	e.send(ah, m.RemoteQPN, []byte("still works"), 0, 0)
 
 	require.NoError(t, soft.InjectEvent(e.id, verbs.Event{Type: verbs.EventDeviceRemoval}))
@@ -202,6 +221,11 @@ func countFds(t *testing.T) int {
 
 func TestNoFdLeak(t *testing.T) {
 	p := soft.Provider{}
+	// What the first Bind makes for the process (a QPN block, the
+	// namespace's netlink subscription) stays and is no conn's.
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	require.NoError(t, id.Close())
 	before := countFds(t)
 	cycles := 1000
 	if testing.Short() {

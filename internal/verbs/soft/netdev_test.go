@@ -41,6 +41,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 	// the MTU the interface list (netlink too) says.
 	r, err := resolveAt(liveNetdevs, verbs.BindConfig{})
 	require.NoError(t, err)
+	r.release()
 	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
 	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
 	assert.True(t, r.loopbak)
@@ -53,6 +54,7 @@ func TestResolveThroughSysfs(t *testing.T) {
 	fakeNetdev(t, root, lo.Name, map[string]string{"type": "772", "mtu": "1500", "operstate": "unknown"})
 	r, err = resolveAt(root, verbs.BindConfig{})
 	require.NoError(t, err)
+	r.release()
 	assert.Equal(t, 1024, r.mtu, "netdev MTU 1500 from sysfs")
 
 	// An IPoIB netdev is refused, however it is named.

@@ -41,8 +41,12 @@ func (Provider) Devices() ([]verbs.DeviceAttr, error) {
 // Serves reports whether the interface or address of cfg exists locally
 // and is up (neither set: loopback).
 func (Provider) Serves(cfg verbs.BindConfig) bool {
-	_, err := resolve(cfg)
-	return err == nil
+	r, err := resolve(cfg)
+	if err != nil {
+		return false
+	}
+	r.release()
+	return true
 }
 
 // Bind resolves cfg and returns an ID bound to the software device of the
@@ -53,5 +57,10 @@ func (Provider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newID(r)
+	id, err := newID(r)
+	if err != nil {
+		r.release()
+		return nil, err
+	}
+	return id, nil
 }

@@ -23,14 +23,14 @@ const (
 	recvBatch    = 64      // datagrams per recvmmsg
 	sendScratch  = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
 	sockBufBytes = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
-	maxQPNTries  = 256
 )
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,
 // bound to the QP's own address and used for every send, and a multicast
 // one that sees only the QP's groups, bound to 0.0.0.0 at the first join
-// to receive), a send CQ whose channel is an eventfd and a receive CQ
-// whose channel is an epoll fd over both sockets.
+// to receive), a send CQ that needs no channel fd (PostSend completes
+// every WR) and a receive CQ whose channel is an epoll fd over both
+// sockets.
 type QP struct {
 	id        *ID
 	qpn       uint32
@@ -62,8 +62,8 @@ type QP struct {
 var _ verbs.QP = (*QP)(nil)
 var _ verbs.DropCounter = (*QP)(nil)
 
-// QPN is the QP number: random in [2, 0xFFFFFE], unique in the network
-// namespace.
+// QPN is the QP number, in [2, 0xFFFFFE] and unique in the network
+// namespace: from a block of 256 the process reserved at random (qpn.go).
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // QKey is the QP's Q_Key.
@@ -78,7 +78,7 @@ func (q *QP) MaxInline() int { return maxInline }
 // datagrams whose source address and DETH source QP are its own).
 func (q *QP) LoopbackBlocked() bool { return q.blockSelf }
 
-// SendCQ is the send CQ; its channel is an eventfd.
+// SendCQ is the send CQ; its channel has no fd.
 func (q *QP) SendCQ() verbs.CQ { return &q.scq }
 
 // RecvCQ is the receive CQ; its channel is an epoll fd over the QP's
@@ -90,26 +90,6 @@ func (q *QP) UnicastIP() [4]byte { return q.unicast }
 
 func qpnAddr(qpn uint32) [4]byte {
 	return [4]byte{127, byte(qpn >> 16), byte(qpn >> 8), byte(qpn)}
-}
-
-// qpnSockaddr is the abstract unix address that stands for qpn in the
-// network namespace.
-func qpnSockaddr(qpn uint32) *unix.SockaddrUnix {
-	return &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpn-%06x", qpn)}
-}
-
-// reserveQPN binds the abstract unix socket that stands for qpn in this
-// network namespace (non-blocking: it is also the ID's event channel).
-func reserveQPN(qpn uint32) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		return -1, os.NewSyscallError("socket", err)
-	}
-	if err := unix.Bind(fd, qpnSockaddr(qpn)); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
 }
 
 type sockopt struct {
@@ -127,13 +107,21 @@ func udpSocket(opts []sockopt) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	for _, o := range opts {
-		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
-			unix.Close(fd)
-			return -1, fmt.Errorf("setsockopt %s: %w", o.what, err)
-		}
+	if err := setSockopts(fd, opts); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
 	return fd, nil
+}
+
+// setSockopts sets opts on fd.
+func setSockopts(fd int, opts []sockopt) error {
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
+			return fmt.Errorf("setsockopt %s: %w", o.what, err)
+		}
+	}
+	return nil
 }
 
 var rxOpts = []sockopt{
@@ -177,7 +165,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		mcFd:      -1,
 	}
 	q.unicast = q.ifaddr
-	q.scq.efd, q.rcq.wideFd, q.rcq.uniEpFd = -1, -1, -1
+	q.rcq.wideFd, q.rcq.uniEpFd = -1, -1
 	built := q // the error returns below set q to nil
 	defer func() {
 		if err != nil {
@@ -203,9 +191,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = q.sq.init(q, sdepth); err != nil {
 		return nil, err
 	}
-	if err = q.scq.init(sdepth); err != nil {
-		return nil, err
-	}
+	q.scq.init(sdepth)
 	if err = q.rcq.init(q, rdepth); err != nil {
 		return nil, err
 	}
@@ -225,10 +211,10 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 		// for the address it is bound to, and SO_MEMINFO counts drops.
 		uniRx = withoutCmsgs(rx)
 	}
+	// IP_MULTICAST_LOOP and IP_MULTICAST_TTL are left as a new socket
+	// has them, 1 and 1 (Linux's defaults, no sysctl changes them).
 	tx = append(uniRx[:len(uniRx):len(uniRx)],
 		sockopt{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1, "IP_MULTICAST_LOOP"},
-		sockopt{unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1, "IP_MULTICAST_TTL"},
 		sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, sockBufBytes, "SO_SNDBUF"},
 	)
 	mcRx := rx
@@ -242,30 +228,21 @@ func qpSockopts(cfg verbs.QPConfig) (tx, mc []sockopt) {
 	return tx, mc
 }
 
-// reserveFreeQPN picks a random free QPN in [2, 0xFFFFFE] and reserves it in
-// the network namespace: it returns the QPN and the bound socket.
-func reserveFreeQPN() (uint32, int, error) {
-	for range maxQPNTries {
-		qpn := 2 + rand.Uint32N(0xFFFFFE-1)
-		fd, err := reserveQPN(qpn)
-		if err == unix.EADDRINUSE {
-			continue
-		}
-		if err != nil {
-			return 0, -1, fmt.Errorf("reserve QPN: %w", err)
-		}
-		return qpn, fd, nil
-	}
-	return 0, -1, errors.New("no free QPN found")
-}
-
 // openUnicast makes the unicast socket, bound to the QP's address, the
 // one every send goes out of.
 func (q *QP) openUnicast(opts []sockopt) error {
-	var err error
-	if q.uniFd, err = udpSocket(opts); err != nil {
+	// The socket resolve made for Bind, where the ID still has it.
+	q.uniFd, q.id.r.sock = q.id.r.sock, -1
+	if q.uniFd < 0 {
+		var err error
+		if q.uniFd, err = udpSocket(nil); err != nil {
+			return err
+		}
+	}
+	if err := setSockopts(q.uniFd, opts); err != nil {
 		return err
 	}
+	var err error
 	if err = bindRoCE(q.uniFd, q.unicast); err != nil {
 		return err
 	}
@@ -284,22 +261,16 @@ func (q *QP) openUnicast(opts []sockopt) error {
 	return nil
 }
 
-// closeFds closes every fd the QP holds, those its CQs' waiters took over
-// through the waiters; leaving the groups is implied by closing the
-// multicast socket.
+// closeFds closes every fd the QP holds, those its receive CQ's waiter
+// took over through the waiter; leaving the groups is implied by closing
+// the multicast socket.
 func (q *QP) closeFds() error {
 	var first error
 	if w := q.rcq.waiter; w != nil {
 		first = w.w.Close() // the epoll set and the multicast socket
 		q.rcq.wideFd, q.mcFd = -1, -1
 	}
-	if w := q.scq.waiter; w != nil {
-		if err := w.w.Close(); err != nil && first == nil { // the eventfd
-			first = err
-		}
-		q.scq.efd = -1
-	}
-	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd, &q.scq.efd} {
+	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
 				first = err
@@ -324,6 +295,9 @@ func (q *QP) close() error {
 	q.rcq.groups = nil
 	q.rcq.rq = nil
 	q.rcq.stopWatch()
+	if w := q.scq.waiter; w != nil {
+		w.w.close() // a WaitPoll still blocked returns net.ErrClosed
+	}
 	return q.closeFds()
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,40 +225,97 @@ func TestInlineFromCallerBuffer(t *testing.T) {
 	assert.Zero(t, b.qp.Drops().BadICRC)
 }
 
-func TestSendCQFullAndChannel(t *testing.T) {
+// The send CQ holds its depth of completions, and its waiter, with no
+// channel fd, is woken by completions queued while it waits, by its
+// deadline, Wake and Close.
+func TestSendCQFullAndWaiter(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{SendDepth: 4})
 	m, ah := a.join("239.201.6.1", true)
 	wrs := make([]verbs.SendWR, 6)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: a.sendSGE(0, 8), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}
 	}
-	ch := a.qp.SendCQ().Channel()
-	require.NoError(t, a.qp.SendCQ().ReqNotify())
-	assert.False(t, readable(t, ch.Fd()))
+	cq := a.qp.SendCQ()
+	assert.Equal(t, -1, cq.Channel().Fd(), "the send CQ's channel needs no fd")
+	w, err := cq.NewWaiter(0)
+	require.NoError(t, err)
+	var wcs [8]verbs.WC
+
+	// Full: the CQ holds its depth, and the post stops there.
 	n, err := a.qp.PostSend(wrs)
 	assert.Equal(t, 4, n)
 	assert.ErrorIs(t, err, verbs.ErrQueueFull)
-	assert.True(t, readable(t, ch.Fd()), "send channel not readable after completions while armed")
-	ev, err := ch.GetEvents()
-	require.NoError(t, err)
-	assert.Equal(t, 1, ev)
-	assert.False(t, readable(t, ch.Fd()))
-	ev, err = ch.GetEvents()
-	assert.NoError(t, err)
-	assert.Equal(t, 0, ev)
-	var wcs [8]verbs.WC
-	n, err = a.qp.SendCQ().Poll(wcs[:])
+	n, err = w.WaitPoll(wcs[:])
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
-	for i := range n {
+	for i := range 4 {
 		assert.Equal(t, uint64(i), wcs[i].WRID)
 		assert.Equal(t, verbs.WCSend, wcs[i].Opcode)
 	}
-	// Unarmed: completions do not raise the channel.
+
+	require.NoError(t, w.SetDeadline(time.Now().Add(20*time.Millisecond)))
+	n, err = w.WaitPoll(wcs[:])
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.Zero(t, n)
+	require.NoError(t, w.SetDeadline(time.Time{}))
+
+	// A completion queued while it sleeps (a post from another
+	// goroutine) wakes it.
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := w.WaitPoll(wcs[:])
+		done <- result{n, err}
+	}()
+	time.Sleep(10 * time.Millisecond) // let it sleep
+	n, err = a.qp.PostSend(wrs[4:5])
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, 1, r.n, "completions the woken WaitPoll found")
+		assert.Equal(t, uint64(4), wcs[0].WRID)
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitPoll not woken by the completion of a PostSend")
+	}
+
+	// A deadline set while it sleeps ends it.
+	go func() {
+		n, err := w.WaitPoll(wcs[:])
+		done <- result{n, err}
+	}()
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, w.SetDeadline(time.Now()))
+	r := <-done
+	assert.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
+	require.NoError(t, w.SetDeadline(time.Time{}))
+
+	w.Wake()
+	n, err = w.WaitPoll(wcs[:])
+	assert.NoError(t, err, "WaitPoll after Wake")
+	assert.Zero(t, n)
+
 	n, err = a.qp.PostSend(wrs[4:])
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
-	assert.False(t, readable(t, ch.Fd()))
+	n, err = w.WaitPoll(wcs[:])
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "completions queued before the wait")
+
+	go func() {
+		n, err := w.WaitPoll(wcs[:])
+		done <- result{n, err}
+	}()
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, w.Close())
+	r = <-done
+	assert.ErrorIs(t, r.err, net.ErrClosed)
+	_, err = w.WaitPoll(wcs[:])
+	assert.ErrorIs(t, err, net.ErrClosed)
 }
 
 // assertIPv4Checksum asserts that the 20-byte IPv4 header ip sums to

@@ -13,18 +13,20 @@ import (
 // software backend does to wake a reader cheaply stays here and in cq.go;
 // the consumer sees WaitPoll.
 
-// sendWaiter waits for the send CQ: its eventfd is written when a
-// completion is queued while the CQ is armed, so the wait arms, polls
-// again, and reads the eventfd dry before it sleeps.
+// sendWaiter waits for the send CQ. PostSend completes every WR before
+// it returns, so the CQ needs no fd: the waiter polls, arms the CQ and
+// polls again, then sleeps on a note that a completion queued while
+// armed, SetDeadline, Wake and Close leave (with the rdmanet datapath
+// nothing else posts meanwhile, so it sleeps only until its deadline,
+// Wake or Close). A spin window buys nothing here and is ignored.
 type sendWaiter struct {
 	c   *sendCQ
-	w   *poller.Waiter
+	w   noteWaiter
 	wcs []verbs.WC
 }
 
-// NewWaiter returns the send CQ's waiter, which takes over the eventfd:
-// the QP's destroy closes it through the waiter.
-func (c *sendCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
+// NewWaiter returns the send CQ's waiter.
+func (c *sendCQ) NewWaiter(time.Duration) (verbs.CQWaiter, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -34,31 +36,79 @@ func (c *sendCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
 		return nil, errors.New("soft: the send CQ has a waiter already")
 	}
 	sw := &sendWaiter{c: c}
-	w, err := poller.Adopt(c.efd, "rdmanet-soft-send-cq", sw, spin)
-	if err != nil {
-		return nil, err
-	}
-	sw.w, c.waiter = w, sw
+	sw.w.init(sw.poll, sw.arm)
+	c.waiter = sw
 	return sw, nil
 }
 
 func (w *sendWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 	w.wcs = wcs
-	n, err := w.w.Wait()
+	n, err := w.w.wait()
 	w.wcs = nil
 	return n, err
 }
 
-func (w *sendWaiter) SetDeadline(t time.Time) error { return w.w.SetDeadline(t) }
-func (w *sendWaiter) Wake()                         { w.w.Wake() }
+func (w *sendWaiter) SetDeadline(t time.Time) error { w.w.setDeadline(t); return nil }
+func (w *sendWaiter) Wake()                         { w.w.wake() }
+func (w *sendWaiter) Close() error                  { w.w.close(); return nil }
 
-// Close unblocks the wait; the eventfd stays until the QP's destroy.
-func (w *sendWaiter) Close() error { w.w.Stop(); return nil }
+func (w *sendWaiter) poll() (int, error) { return w.c.Poll(w.wcs) }
+func (w *sendWaiter) arm() error         { return w.c.ReqNotify() }
 
-// Poll, Arm and Drain are the poller.Source.
-func (w *sendWaiter) Poll() (int, error)  { return w.c.Poll(w.wcs) }
-func (w *sendWaiter) Arm() error          { return w.c.ReqNotify() }
-func (w *sendWaiter) Drain() (int, error) { return w.c.Channel().GetEvents() }
+// eventWaiter waits for an ID's events, which the provider raises in Go
+// (InjectEvent): a noteWaiter, no fd.
+type eventWaiter struct {
+	c   *eventChannel
+	w   noteWaiter
+	evs []verbs.Event
+	n   int
+}
+
+// NewWaiter returns the event channel's waiter.
+func (c *eventChannel) NewWaiter() (verbs.EventWaiter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("soft: event channel waiter: %w", verbs.ErrClosed)
+	}
+	if c.waiter != nil {
+		return nil, errors.New("soft: the event channel has a waiter already")
+	}
+	ew := &eventWaiter{c: c}
+	ew.w.init(ew.poll, ew.arm)
+	c.waiter = ew
+	return ew, nil
+}
+
+func (w *eventWaiter) WaitPoll(evs []verbs.Event) (int, error) {
+	w.evs, w.n = evs, 0
+	n, err := w.w.wait()
+	if err == nil && n == 0 { // woken: collect what is queued
+		n, err = w.poll()
+	}
+	w.evs = nil
+	return n, err
+}
+
+func (w *eventWaiter) Wake()        { w.w.wake() }
+func (w *eventWaiter) Close() error { w.w.close(); return nil }
+
+func (w *eventWaiter) poll() (int, error) {
+	for w.n < len(w.evs) {
+		ev, ok, err := w.c.Next()
+		if err != nil {
+			return w.n, err
+		}
+		if !ok {
+			break
+		}
+		w.evs[w.n] = ev
+		w.n++
+	}
+	return w.n, nil
+}
+
+func (w *eventWaiter) arm() error { return w.c.arm() }
 
 // recvWaiter waits for the receive CQ, whose readiness is its sockets':
 // level-triggered (Poll reads until it finds a completion or both sockets

@@ -1,0 +1,93 @@
+package soft
+
+import "testing"
+
+// A block hands out its QPNs in turn, never 0, 1 or 0xFFFFFF, and a QPN
+// given back is taken again only after the block's others.
+func TestQPNBlockTake(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		base   uint32
+		usable int
+	}{
+		{"first block", 0, qpnBlockSize - 2},
+		{"middle block", 0x123400, qpnBlockSize},
+		{"last block", 0xFFFF00, qpnBlockSize - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &qpnBlock{base: tc.base, next: 7}
+			seen := map[uint32]bool{}
+			for {
+				q, ok := b.take()
+				if !ok {
+					break
+				}
+				if q < 2 || q > 0xFFFFFE || q>>qpnBlockBits != tc.base>>qpnBlockBits || seen[q] {
+					t.Fatalf("took QPN %#x (block %#x, seen %v)", q, tc.base, seen[q])
+				}
+				seen[q] = true
+			}
+			if len(seen) != tc.usable || b.n != tc.usable {
+				t.Fatalf("took %d QPNs (n %d), want %d", len(seen), b.n, tc.usable)
+			}
+		})
+	}
+	b := &qpnBlock{base: 0x123400}
+	first, _ := b.take()
+	second, _ := b.take()
+	i := int(first - b.base)
+	b.used[i/64] &^= 1 << (i % 64) // give the first back
+	b.n--
+	for k := 2; k < qpnBlockSize; k++ {
+		if q, _ := b.take(); q == first {
+			t.Fatalf("QPN %#x taken again after %d others, want after all %d", q, k-1, qpnBlockSize-1)
+		}
+	}
+	if q, ok := b.take(); !ok || q != first {
+		t.Fatalf("last take: %#x %v, want %#x (second was %#x)", q, ok, first, second)
+	}
+}
+
+// QPNs of different network namespaces come from different blocks, and
+// of the blocks that empty only the last stays reserved.
+func TestQPNBlocksPerNamespace(t *testing.T) {
+	const ns1, ns2 = 1<<62 | 1, 1<<62 | 2 // no namespace has these cookies
+	a, err := reserveQPN(ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := reserveQPN(ns2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := reserveQPN(ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a>>qpnBlockBits == b>>qpnBlockBits {
+		t.Errorf("QPNs %#x and %#x of two namespaces from one block", a, b)
+	}
+	if a>>qpnBlockBits != c>>qpnBlockBits {
+		t.Errorf("QPNs %#x and %#x of one namespace from two blocks", a, c)
+	}
+	blocks := func(ns uint64) int {
+		qpnPool.mu.Lock()
+		defer qpnPool.mu.Unlock()
+		n := 0
+		for _, b := range qpnPool.blocks {
+			if b.netns == ns {
+				n++
+			}
+		}
+		return n
+	}
+	releaseQPN(ns1, a)
+	releaseQPN(ns1, c) // ns1's block empties: kept
+	if blocks(ns1) != 1 {
+		t.Errorf("ns1 blocks after its last QPN went: %d, want 1 (the last to empty)", blocks(ns1))
+	}
+	releaseQPN(ns2, b) // ns2's empties: kept, ns1's released
+	if blocks(ns1) != 0 || blocks(ns2) != 1 {
+		t.Errorf("blocks after ns2's emptied: ns1 %d, ns2 %d; want 0, 1", blocks(ns1), blocks(ns2))
+	}
+}
