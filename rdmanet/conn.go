@@ -193,10 +193,7 @@ func (c *Conn) qpDropCounts() map[string]uint64 {
 
 // dropCounts asks the QP for its drop counters; closeMu is held.
 func (c *Conn) dropCounts() map[string]uint64 {
-	if dc, ok := c.qp.(verbs.DropCounter); ok {
-		return dc.DropCounts()
-	}
-	return nil
+	return c.qp.DropCounts()
 }
 
 // checkOpen returns the error a call on a closed or broken conn returns.

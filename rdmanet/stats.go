@@ -191,8 +191,8 @@ func (c *Conn) Stats() Stats {
 	if n := atomic.LoadUint64(&c.ctr.resetDrops); n > 0 {
 		s.Dropped[DropQPReset] = n
 	}
-	if dc, ok := c.qp.(verbs.DeviceCounter); ok && !c.closed.Load() {
-		s.Device = dc.DeviceCounts()
+	if !c.closed.Load() {
+		s.Device = c.qp.DeviceCounts()
 	}
 	for k, v := range c.qpDropCounts() {
 		switch {

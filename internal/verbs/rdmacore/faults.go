@@ -15,9 +15,7 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-var _ verbs.QPResetter = (*qp)(nil)
-
-// Ready reports whether the QP is in RTS.
+// Ready reports whether the QP is in RTS (verbs.QP).
 func (q *qp) Ready() (bool, error) {
 	if err := q.check("ibv_query_qp"); err != nil {
 		return false, err
@@ -63,11 +61,6 @@ func (q *qp) Reset() error {
 	}
 	return nil
 }
-
-var (
-	_ verbs.DeviceCounter = (*qp)(nil)
-	_ verbs.DropCounter   = (*qp)(nil)
-)
 
 // DeviceCounts returns how much each of the port's hw_counters grew since
 // the QP was created: the device's counts, shared by every QP on the port.

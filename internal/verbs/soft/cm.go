@@ -77,6 +77,7 @@ func (id *ID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	qp.noteCreated() // the device counters' base (counters.go)
 	id.qp = qp
 	ip := net.IP(qp.unicast[:])
 	id.bind.IP = append(net.IP(nil), ip...)

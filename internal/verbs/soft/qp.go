@@ -57,10 +57,11 @@ type QP struct {
 	// seen in SO_RXQ_OVFL or SO_MEMINFO: datagrams the kernel dropped
 	// because the socket buffer was full.
 	sockDrops [2]atomic.Uint32
+
+	fault qpFault // the error state, the device counters' base (reset.go)
 }
 
 var _ verbs.QP = (*QP)(nil)
-var _ verbs.DropCounter = (*QP)(nil)
 
 // QPN is the QP number: random in [2, 0xFFFFFE], unique in the network
 // namespace.
@@ -729,6 +730,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 	defer s.mu.Unlock()
 	if err := q.usable("ibv_post_send", s.closed); err != nil {
 		return 0, err
+	}
+	if q.fault.err.Load() {
+		return q.flushSends(wrs) // the error state: reset.go
 	}
 	posted := 0
 	for posted < len(wrs) {
