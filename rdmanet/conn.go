@@ -97,9 +97,6 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	c.local = c.id.Local() // the provider may refine it once the QP exists
 	c.mtu.Store(int32(c.local.MTU))
 	c.self = Addr{GID: c.local.GID, QPN: c.qp.QPN()}
-	if g, ok := c.qp.(interface{ GID() verbs.GID }); ok {
-		c.self.GID = g.GID()
-	}
 	c.loopback.Store(!cfg.DisableLoopback)
 	if err = c.initRecv(); err != nil {
 		return nil, c.opError("listen", group, err)

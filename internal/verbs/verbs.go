@@ -25,10 +25,10 @@
 // CQs and completion channels, the memory regions registered on it and the
 // address handles made from it. Closing the ID frees everything under it.
 //
-// The names of the fabric are internal/infiniband's, aliased here: GID
-// (an MGID is a GID), GIDEntry, LinkLayer, GIDType, PortState. They are
-// the types ipoib exports and rdmanet.Addr carries, so nothing converts
-// between layers. The model depends on no package that exists for users
+// The names of the fabric are internal/infiniband's: the model uses its
+// GIDEntry, LinkLayer, GIDType and PortState as they are, and GID (an MGID
+// is a GID) under the alias GID. They are the types ipoib exports and
+// rdmanet.Addr carries, so nothing converts between layers. The model depends on no package that exists for users
 // (ipoib, rdmanet); its providers read sysfs through internal/infiniband.
 package verbs
 
@@ -38,6 +38,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 )
 
 // Well-known values of UD multicast.
@@ -117,10 +119,10 @@ type Binding struct {
 	Port      int
 	GIDIndex  int
 	GID       GID
-	GIDType   GIDType
+	GIDType   infiniband.GIDType
 	IP        net.IP // the local address bound
 	Netdev    string // the network interface under the port
-	LinkLayer LinkLayer
+	LinkLayer infiniband.LinkLayer
 	MTU       int // active path MTU in bytes: the largest UD payload
 }
 

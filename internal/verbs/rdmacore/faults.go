@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -53,7 +54,7 @@ func (q *qp) Reset() error {
 	if err != nil {
 		return err
 	}
-	if pa.State != verbs.PortActive {
+	if pa.State != infiniband.PortActive {
 		return fmt.Errorf("ibv_modify_qp QP %#x: %s port %d is %v: %w", q.qpn, q.d.local.Device, q.d.local.Port, pa.State, verbs.ErrPortDown)
 	}
 	if e := C.rn_reset_qp(q.d.cm.qp, C.int(q.d.local.Port)); e != 0 {

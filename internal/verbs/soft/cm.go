@@ -42,10 +42,10 @@ func newID(r *resolved) (*ID, error) {
 		Port:      portNum,
 		GIDIndex:  r.gidIdx,
 		GID:       infiniband.GIDFromNetIP(r.ip),
-		GIDType:   verbs.GIDTypeRoCEv2,
+		GIDType:   infiniband.GIDTypeRoCEv2,
 		IP:        r.ip,
 		Netdev:    r.ifi.Name,
-		LinkLayer: verbs.LinkLayerEthernet,
+		LinkLayer: infiniband.LinkLayerEthernet,
 		MTU:       r.mtu,
 	}
 	return id, nil

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -108,7 +109,7 @@ func (q *QP) portActive() error {
 	if err != nil {
 		return fmt.Errorf("soft: ibv_modify_qp QP %#x: netdev %d: %v: %w", q.qpn, q.ifindex, err, verbs.ErrPortDown)
 	}
-	if st := portAttr(ifi).State; st != verbs.PortActive {
+	if st := portAttr(ifi).State; st != infiniband.PortActive {
 		return fmt.Errorf("soft: ibv_modify_qp QP %#x: %s%s port %d is %v: %w", q.qpn, devicePrefix, ifi.Name, portNum, st, verbs.ErrPortDown)
 	}
 	return nil
