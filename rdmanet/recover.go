@@ -22,7 +22,11 @@ import (
 // and makes its address handles anew (group AHs, and the unicast AH
 // cache). Stats().Recoveries counts each reset. A QP error with the port
 // up (an async QP_FATAL, or a failed send completion) is recovered the
-// same way at once.
+// same way at once. The QP says whether it needs a reset (QP.Ready) and
+// does it (QP.Reset) on both backends: a failed send leaves a software QP
+// in RTS (the kernel refused that datagram alone), and a software QP
+// enters the error state only on QP_FATAL (injected in tests), where its
+// Reset empties its receive queue and joins its groups again in place.
 //
 // Device removal: DEVICE_REMOVAL fails every call with ErrDeviceRemoved
 // and the conn frees everything it holds on the device at once (QP, CQs,
