@@ -195,7 +195,10 @@ func (c *Conn) recoverLocked() {
 }
 
 // reclaimSends forgets the sends a reset discarded: their completions
-// (flushed, in error) are collected and every slot is free again.
+// (flushed, in error) are collected and every slot is free again. Their
+// failures are counted (SendErrors) but not returned by the next write:
+// the QP error explains them, and the writes meanwhile failed with
+// ErrLinkDown or ErrQPError.
 func (c *Conn) reclaimSends() {
 	for {
 		n, err := c.reapSends()
@@ -204,6 +207,7 @@ func (c *Conn) reclaimSends() {
 		}
 	}
 	c.wr.tail = c.wr.head
+	c.wr.pending = nil
 }
 
 // reclaimRecvs posts the receive ring again after a reset emptied the
