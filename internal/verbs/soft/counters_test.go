@@ -1,10 +1,17 @@
 package soft_test
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
@@ -85,4 +92,109 @@ func TestDeviceCountsAfterClose(t *testing.T) {
 	require.NotNil(t, qp.DeviceCounts())
 	require.NoError(t, id.Close())
 	assert.Nil(t, qp.DeviceCounts())
+}
+
+// TestDeviceCountsFromAnotherNamespace: a QP made on a thread in another
+// network namespace reports that namespace's UDP MIB, whatever namespace
+// the thread that asks is in (DeviceCounts enters the QP's namespace on a
+// thread of its own).
+func TestDeviceCountsFromAnotherNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it makes a network namespace (unshare(CLONE_NEWNET))")
+	}
+	type made struct {
+		rx, tx *endpoint
+		err    error
+	}
+	ch := make(chan made, 1)
+	go func() {
+		// This thread goes into the new namespace and is never unlocked:
+		// it ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- made{err: err}
+			return
+		}
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			ch <- made{err: fmt.Errorf("ip link set lo up: %v: %s", err, out)}
+			return
+		}
+		var m made
+		m.rx, m.err = tryEndpoint(t)
+		if m.err == nil {
+			m.tx, m.err = tryEndpoint(t)
+		}
+		if m.err == nil {
+			m.err = flood(m.rx, m.tx, "239.80.4.1", 8000)
+		}
+		ch <- m
+	}()
+	m := <-ch
+	require.NoError(t, m.err)
+	d := m.rx.qp.DeviceCounts()
+	overflow := m.rx.qp.Drops().Overflow
+	t.Logf("asked from the test's namespace: device %v; the QP's overflow %d", d, overflow)
+	require.NotNil(t, d, "no device counters from another namespace")
+	require.Positive(t, overflow)
+	assert.Equal(t, overflow, d["UdpRcvbufErrors"], "the QP's namespace's count, not the caller's")
+}
+
+// tryEndpoint is newEndpoint for a goroutine other than the test's: it
+// returns errors instead of failing.
+func tryEndpoint(t *testing.T) (*endpoint, error) {
+	p, err := verbs.Lookup(verbs.Software)
+	if err != nil {
+		return nil, err
+	}
+	id, err := p.Bind(verbs.BindConfig{})
+	if err != nil {
+		return nil, err
+	}
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	if err != nil {
+		id.Close()
+		return nil, err
+	}
+	a, err := verbs.NewArena(2 * nBufs * bufSize)
+	if err != nil {
+		id.Close()
+		return nil, err
+	}
+	mr, err := qp.RegisterMemory(a)
+	if err != nil {
+		id.Close()
+		a.Free()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		id.Close()
+		a.Free()
+	})
+	return &endpoint{t: t, id: id, qp: qp.(*soft.QP), arena: a, mr: mr}, nil
+}
+
+// flood joins rx to group (no receive posted) and sends it n datagrams of
+// 1 KiB from tx, send-only.
+func flood(rx, tx *endpoint, group string, n int) error {
+	ctx := context.Background()
+	g := verbs.Group{IP: net.ParseIP(group)}
+	m, err := rx.id.Join(ctx, g, verbs.JoinOptions{})
+	if err != nil {
+		return err
+	}
+	mt, err := tx.id.Join(ctx, g, verbs.JoinOptions{SendOnly: true})
+	if err != nil {
+		return err
+	}
+	ah, err := tx.qp.CreateAH(mt.AH)
+	if err != nil {
+		return err
+	}
+	wr := []verbs.SendWR{{SGE: tx.sendSGE(0, 1024), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: tx.qp.QKey()}}
+	for range n {
+		if _, err := tx.qp.PostSend(wr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
