@@ -97,9 +97,6 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	c.local = c.id.Local() // the provider may refine it once the QP exists
 	c.mtu.Store(int32(c.local.MTU))
 	c.self = Addr{GID: c.local.GID, QPN: c.qp.QPN()}
-	if g, ok := c.qp.(interface{ GID() verbs.GID }); ok {
-		c.self.GID = g.GID()
-	}
 	c.loopback.Store(!cfg.DisableLoopback)
 	if err = c.initRecv(); err != nil {
 		return nil, c.opError("listen", group, err)
@@ -193,10 +190,7 @@ func (c *Conn) qpDropCounts() map[string]uint64 {
 
 // dropCounts asks the QP for its drop counters; closeMu is held.
 func (c *Conn) dropCounts() map[string]uint64 {
-	if dc, ok := c.qp.(verbs.DropCounter); ok {
-		return dc.DropCounts()
-	}
-	return nil
+	return c.qp.DropCounts()
 }
 
 // checkOpen returns the error a call on a closed or broken conn returns.

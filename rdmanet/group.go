@@ -66,7 +66,7 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		// Joined before by its MGID? On RoCE (and the software backend)
 		// an IP group's MGID is known ahead; on InfiniBand it depends on
 		// the P_Key, and the check after the join catches it.
-		if c.local.LinkLayer == verbs.LinkLayerEthernet {
+		if c.local.LinkLayer == ipoib.LinkLayerEthernet {
 			if mgid, err := ipoib.RoCEv2MGID(ip); err == nil {
 				if _, dup := c.grp.byMGID[mgid]; dup {
 					return fmt.Errorf("group %s already joined as MGID %s", ip, mgid)

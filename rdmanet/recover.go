@@ -22,7 +22,11 @@ import (
 // and makes its address handles anew (group AHs, and the unicast AH
 // cache). Stats().Recoveries counts each reset. A QP error with the port
 // up (an async QP_FATAL, or a failed send completion) is recovered the
-// same way at once.
+// same way at once. The QP says whether it needs a reset (QP.Ready) and
+// does it (QP.Reset) on both backends: a failed send leaves a software QP
+// in RTS (the kernel refused that datagram alone), and a software QP
+// enters the error state only on QP_FATAL (injected in tests), where its
+// Reset empties its receive queue and joins its groups again in place.
 //
 // Device removal: DEVICE_REMOVAL fails every call with ErrDeviceRemoved
 // and the conn frees everything it holds on the device at once (QP, CQs,
@@ -82,12 +86,17 @@ func (c *Conn) markLent(slot uint64, lent bool) {
 	}
 }
 
-// sendFailed notes a send that completed with an error: a verbs QP is
-// then in the error state. The event goroutine starts the reset (kickEvents): only it
-// starts goroutines, so that none starts while Close waits for them.
+// sendFailed notes a send that completed with an error: on a device the
+// QP is then in the error state; a send the kernel refused on the
+// software backend was that send's alone, and the QP, still in RTS, says
+// so (QP.Ready). The event goroutine starts the reset (kickEvents): only
+// it starts goroutines, so that none starts while Close waits for them.
 func (c *Conn) sendFailed() {
-	if _, ok := c.qp.(verbs.QPResetter); !ok {
-		return // a failed send on this QP is that send's alone (software)
+	if c.rec.broken.Load() {
+		return
+	}
+	if ready, err := c.qp.Ready(); err == nil && ready {
+		return // the QP is fine: only that send failed
 	}
 	if c.rec.broken.Swap(true) {
 		return
@@ -160,20 +169,17 @@ func (c *Conn) recoverLocked() {
 	defer c.grp.mu.Unlock()
 	c.lend.mu.Lock()
 	defer c.lend.mu.Unlock()
-	r, ok := c.qp.(verbs.QPResetter)
-	if !ok || c.closed.Load() || c.fatalErr.Load() != nil {
-		// Nothing to reset with (the software QP never enters an error
-		// state: a failed send there is that send's alone), or nothing
-		// left to reset.
+	if c.closed.Load() || c.fatalErr.Load() != nil {
+		// Nothing left to reset.
 		c.rec.broken.Store(false)
 		c.rec.pending.Store(false)
 		return
 	}
-	if ready, err := r.Ready(); err == nil && ready && !c.rec.broken.Load() {
+	if ready, err := c.qp.Ready(); err == nil && ready && !c.rec.broken.Load() {
 		c.rec.pending.Store(false) // the QP never failed
 		return
 	}
-	if err := r.Reset(); err != nil {
+	if err := c.qp.Reset(); err != nil {
 		// ErrPortDown: the send failures came before PORT_ERR did; the
 		// port event stops the tries, or the next one succeeds.
 		c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
@@ -189,7 +195,10 @@ func (c *Conn) recoverLocked() {
 }
 
 // reclaimSends forgets the sends a reset discarded: their completions
-// (flushed, in error) are collected and every slot is free again.
+// (flushed, in error) are collected and every slot is free again. Their
+// failures are counted (SendErrors) but not returned by the next write:
+// the QP error explains them, and the writes meanwhile failed with
+// ErrLinkDown or ErrQPError.
 func (c *Conn) reclaimSends() {
 	for {
 		n, err := c.reapSends()
@@ -198,6 +207,7 @@ func (c *Conn) reclaimSends() {
 		}
 	}
 	c.wr.tail = c.wr.head
+	c.wr.pending = nil
 }
 
 // reclaimRecvs posts the receive ring again after a reset emptied the

@@ -47,11 +47,15 @@ type Stats struct {
 	// Recoveries counts QP resets after the QP went to the error state
 	// (a link flap under a sending conn does that): see ErrLinkDown.
 	Recoveries uint64
-	// Device holds the growth, since the conn was opened, of its port's
-	// device counters where the backend can read them (rdma-core: sysfs
-	// hw_counters, such as rxe's rcvd_pkts and rdma_recvs or mlx5's
-	// out_of_buffer). They are the port's, shared by every QP on it, not
-	// this conn's. Nil where there are none.
+	// Device holds the growth, since the conn was opened, of its
+	// device's counters where the backend can read them. On rdma-core
+	// they are the port's sysfs hw_counters (rxe's rcvd_pkts and
+	// rdma_recvs, mlx5's out_of_buffer), shared by every QP on the port;
+	// on the software backend the UDP MIB of the conn's network namespace
+	// under nstat's names (UdpRcvbufErrors: datagrams the kernel dropped
+	// for a full socket buffer, UdpInErrors, UdpInDatagrams, ...), shared
+	// by every socket in the namespace. They are not this conn's. Nil
+	// where there are none, and after Close.
 	Device map[string]uint64
 }
 
@@ -191,8 +195,8 @@ func (c *Conn) Stats() Stats {
 	if n := atomic.LoadUint64(&c.ctr.resetDrops); n > 0 {
 		s.Dropped[DropQPReset] = n
 	}
-	if dc, ok := c.qp.(verbs.DeviceCounter); ok && !c.closed.Load() {
-		s.Device = dc.DeviceCounts()
+	if !c.closed.Load() {
+		s.Device = c.qp.DeviceCounts()
 	}
 	for k, v := range c.qpDropCounts() {
 		switch {

@@ -2,45 +2,15 @@ package verbs
 
 import "github.com/go-rdma/rdmanet/internal/infiniband"
 
-// The enums sysfs and the verbs share are internal/infiniband's (ipoib exports
-// them): one definition, one String for each.
-type (
-	// LinkLayer is a port's link layer.
-	LinkLayer = infiniband.LinkLayer
-	// GIDType is the type of a GID table entry.
-	GIDType = infiniband.GIDType
-	// PortState is a port's logical state (enum ibv_port_state).
-	PortState = infiniband.PortState
-	// GIDEntry is one entry of a port's GID table.
-	GIDEntry = infiniband.GIDEntry
-)
-
-const (
-	LinkLayerUnspecified = infiniband.LinkLayerUnspecified
-	LinkLayerInfiniBand  = infiniband.LinkLayerInfiniBand
-	LinkLayerEthernet    = infiniband.LinkLayerEthernet
-
-	GIDTypeIB     = infiniband.GIDTypeIB
-	GIDTypeRoCEv1 = infiniband.GIDTypeRoCEv1
-	GIDTypeRoCEv2 = infiniband.GIDTypeRoCEv2
-
-	PortNop         = infiniband.PortNop
-	PortDown        = infiniband.PortDown
-	PortInit        = infiniband.PortInit
-	PortArmed       = infiniband.PortArmed
-	PortActive      = infiniband.PortActive
-	PortActiveDefer = infiniband.PortActiveDefer
-)
-
 // PortAttr describes one port of a device.
 type PortAttr struct {
 	Port      int
-	State     PortState
+	State     infiniband.PortState
 	ActiveMTU int // bytes
 	MaxMTU    int // bytes
-	LinkLayer LinkLayer
+	LinkLayer infiniband.LinkLayer
 	Netdev    string
-	GIDs      []GIDEntry
+	GIDs      []infiniband.GIDEntry
 }
 
 // DeviceAttr describes a device and its ports.

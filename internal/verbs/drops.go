@@ -1,16 +1,6 @@
 package verbs
 
-// DropCounter is implemented by QPs that can say how many received packets
-// they dropped, by reason: the keys are the Drop* constants below, and
-// every reason the QP can count is present (zero or not). The software
-// provider's QP implements it; on rdma-core the kernel's port and hw
-// counters hold the equivalents. Reading the counters allocates; counting
-// does not.
-type DropCounter interface {
-	DropCounts() map[string]uint64
-}
-
-// Drop reasons: the keys of DropCounter.DropCounts, and of rdmanet's
+// Drop reasons: the keys of QP.DropCounts, and of rdmanet's
 // Stats.Dropped, which exports the same values under the same names.
 const (
 	// DropOverflow: no receive buffer was posted in time; the socket

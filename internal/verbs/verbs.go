@@ -25,10 +25,10 @@
 // CQs and completion channels, the memory regions registered on it and the
 // address handles made from it. Closing the ID frees everything under it.
 //
-// The names of the fabric are internal/infiniband's, aliased here: GID
-// (an MGID is a GID), GIDEntry, LinkLayer, GIDType, PortState. They are
-// the types ipoib exports and rdmanet.Addr carries, so nothing converts
-// between layers. The model depends on no package that exists for users
+// The names of the fabric are internal/infiniband's: the model uses its
+// GIDEntry, LinkLayer, GIDType and PortState as they are, and GID (an MGID
+// is a GID) under the alias GID. They are the types ipoib exports and
+// rdmanet.Addr carries, so nothing converts between layers. The model depends on no package that exists for users
 // (ipoib, rdmanet); its providers read sysfs through internal/infiniband.
 package verbs
 
@@ -38,6 +38,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 )
 
 // Well-known values of UD multicast.
@@ -117,10 +119,10 @@ type Binding struct {
 	Port      int
 	GIDIndex  int
 	GID       GID
-	GIDType   GIDType
+	GIDType   infiniband.GIDType
 	IP        net.IP // the local address bound
 	Netdev    string // the network interface under the port
-	LinkLayer LinkLayer
+	LinkLayer infiniband.LinkLayer
 	MTU       int // active path MTU in bytes: the largest UD payload
 }
 
@@ -228,6 +230,43 @@ type QP interface {
 	PostSend(wrs []SendWR) (int, error)
 	SendCQ() CQ
 	RecvCQ() CQ
+
+	// Ready reports whether the QP is in RTS (ibv_query_qp): false once
+	// it went to the error state. A UD QP that was sending when its port
+	// went down ends in ERR (rxe does this on a link flap), where every
+	// later send completes with an error and nothing leaves; so does a
+	// QP whose device raised QP_FATAL (EventQPError). A send that failed
+	// alone (the software provider's kernel refusals, WC.Errno set) leaves
+	// the QP in RTS.
+	Ready() (bool, error)
+	// Reset brings the QP back from the error state in place: through
+	// RESET, INIT and RTR to RTS (ibv_modify_qp), with the P_Key index,
+	// port and Q_Key it had. It keeps the QP number, the Q_Key and the
+	// multicast attachments, so peers and groups need not learn anything
+	// new; what was posted is gone: the caller reposts its receives and
+	// forgets its outstanding sends. It fails with ErrPortDown, doing
+	// nothing, while the port is not ACTIVE: a QP reset then would only
+	// fail again (and rxe's may not send even once the link is back). The
+	// caller makes sure no post or poll on the QP runs meanwhile.
+	Reset() error
+
+	// DropCounts says how many received packets the QP dropped, by
+	// reason: the keys are the Drop* constants (drops.go), and every
+	// reason the provider can count is present, zero or not (none where
+	// it can count none). The software provider counts each reason per
+	// QP; on rdma-core, where no device tells a QP what it dropped, the
+	// one reason is DropDeviceOverflow, the port's estimate. Reading the
+	// counters allocates; counting does not.
+	DropCounts() map[string]uint64
+	// DeviceCounts returns how much each of the device's counters that
+	// say more about loss than the QP itself can grew since the QP was
+	// created: rdma-core's port hw_counters (rxe's rcvd_pkts and
+	// rdma_recvs, mlx5's out_of_buffer), the software provider's UDP MIB
+	// of the QP's network namespace (UdpRcvbufErrors, UdpInErrors, ...,
+	// named as nstat names them). They are the device's, shared by every
+	// QP on the port (or in the namespace): not this QP's. Nil where the
+	// device has none, or they cannot be read.
+	DeviceCounts() map[string]uint64
 }
 
 // CQ is a completion queue with its own completion channel.
@@ -347,7 +386,7 @@ const (
 	EventPortActive
 	// EventQPError: the ID's QP went to the error state
 	// (IBV_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): it must be reset
-	// (QPResetter) before it sends or receives again.
+	// (QP.Reset) before it sends or receives again.
 	EventQPError
 )
 

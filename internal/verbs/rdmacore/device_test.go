@@ -163,13 +163,13 @@ func TestDeviceDevices(t *testing.T) {
 	require.NotEmpty(t, dev.Ports)
 	port := dev.Ports[0]
 	assert.Equal(t, 1, port.Port)
-	assert.Equal(t, verbs.PortActive, port.State)
+	assert.Equal(t, infiniband.PortActive, port.State)
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, port.ActiveMTU)
 	want := infiniband.GIDFromNetIP(d.addr)
 	found := false
 	for _, g := range port.GIDs {
 		assert.False(t, g.GID.IsZero(), "zero GID listed at %d", g.Index)
-		if g.GID == want && (port.LinkLayer == verbs.LinkLayerInfiniBand || g.Type == verbs.GIDTypeRoCEv2) {
+		if g.GID == want && (port.LinkLayer == infiniband.LinkLayerInfiniBand || g.Type == infiniband.GIDTypeRoCEv2) {
 			found = true
 		}
 	}
@@ -181,13 +181,13 @@ func TestDeviceDevices(t *testing.T) {
 	require.NoError(t, err)
 	sp := sys.Port(d.name, 1)
 	require.NotNil(t, sp)
-	var gids []verbs.GIDEntry
+	var gids []infiniband.GIDEntry
 	for _, e := range sp.GIDs {
 		gids = append(gids, e)
 	}
 	assert.Equal(t, gids, port.GIDs)
 	assert.Contains(t, sp.Netdevs, port.Netdev)
-	if port.LinkLayer == verbs.LinkLayerEthernet {
+	if port.LinkLayer == infiniband.LinkLayerEthernet {
 		assert.LessOrEqual(t, port.ActiveMTU, sp.ActiveMTU, "no more than the netdev's RoCE MTU")
 	}
 }
@@ -204,8 +204,8 @@ func TestDeviceBind(t *testing.T) {
 	assert.True(t, b.IP.Equal(d.addr))
 	assert.Equal(t, infiniband.GIDFromNetIP(d.addr), b.GID)
 	assert.NotEmpty(t, b.Netdev)
-	if b.LinkLayer == verbs.LinkLayerEthernet {
-		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	if b.LinkLayer == infiniband.LinkLayerEthernet {
+		assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 	}
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, b.MTU)
 	if sys, err := infiniband.Discover("/"); assert.NoError(t, err) {
@@ -296,7 +296,7 @@ func TestDeviceMulticastLoopback(t *testing.T) {
 	assert.Equal(t, e.qp.QPN(), wc.QPN)
 	buf := e.arena.Slice(uint32(wc.WRID)*slot, wc.ByteLen)
 	assert.Equal(t, payload, buf[verbs.GRHSize:])
-	if e.id.Local().GIDType == verbs.GIDTypeRoCEv2 && d.addr.To4() != nil {
+	if e.id.Local().GIDType == infiniband.GIDTypeRoCEv2 && d.addr.To4() != nil {
 		// RoCE v2 over IPv4: bytes 20-39 of the GRH area are the IPv4 header.
 		ip := buf[20:40]
 		assert.Equal(t, byte(0x45), ip[0], "IPv4 version/IHL")
@@ -412,7 +412,7 @@ func TestDeviceJoinErrors(t *testing.T) {
 	assert.Error(t, err, "Join before CreateQP")
 	_, err = id.CreateQP(verbs.QPConfig{})
 	require.NoError(t, err)
-	if id.Local().GIDType == verbs.GIDTypeRoCEv2 {
+	if id.Local().GIDType == infiniband.GIDTypeRoCEv2 {
 		_, err = id.Join(ctx, verbs.Group{IP: net.ParseIP("ff0e::1234")}, verbs.JoinOptions{})
 		assert.True(t, errors.Is(err, verbs.ErrNotSupported), "IPv6 group on RoCE v2: got %v", err)
 		assert.ErrorContains(t, err, "IPv6 multicast groups are not supported on RoCE v2 by rdma_cm")

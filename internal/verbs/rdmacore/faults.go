@@ -9,18 +9,27 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-var _ verbs.QPResetter = (*qp)(nil)
-
-// Ready reports whether the QP is in RTS.
+// Ready reports whether the QP is in RTS (verbs.QP): not once a send
+// completed with an error, until Reset. A device moves a QP whose send
+// failed out of RTS, but rxe shows the completion before the state
+// (rxe_completer completes the WQE, then calls rxe_qp_error), and a
+// failed completion may be read after a reset that came between: the
+// failure itself says the QP needs a reset, whatever ibv_query_qp says at
+// that moment.
 func (q *qp) Ready() (bool, error) {
 	if err := q.check("ibv_query_qp"); err != nil {
 		return false, err
+	}
+	if q.sendErr.Load() {
+		return false, nil
 	}
 	q.d.mu.Lock()
 	defer q.d.mu.Unlock()
@@ -55,19 +64,25 @@ func (q *qp) Reset() error {
 	if err != nil {
 		return err
 	}
-	if pa.State != verbs.PortActive {
+	if pa.State != infiniband.PortActive {
 		return fmt.Errorf("ibv_modify_qp QP %#x: %s port %d is %v: %w", q.qpn, q.d.local.Device, q.d.local.Port, pa.State, verbs.ErrPortDown)
 	}
 	if e := C.rn_reset_qp(q.d.cm.qp, C.int(q.d.local.Port)); e != 0 {
 		return fmt.Errorf("ibv_modify_qp QP %#x to RTS through RESET: %w", q.qpn, unix.Errno(e))
 	}
+	q.sendErr.Store(false)
 	return nil
 }
 
-var (
-	_ verbs.DeviceCounter = (*qp)(nil)
-	_ verbs.DropCounter   = (*qp)(nil)
-)
+// noteSendErrors sets flag if a send completion in wcs failed.
+func noteSendErrors(flag *atomic.Bool, wcs []verbs.WC) {
+	for i := range wcs {
+		if wcs[i].Status != verbs.WCSuccess {
+			flag.Store(true)
+			return
+		}
+	}
+}
 
 // DeviceCounts returns how much each of the port's hw_counters grew since
 // the QP was created: the device's counts, shared by every QP on the port.

@@ -162,7 +162,7 @@ func TestDeviceLinkFlap(t *testing.T) {
 	// A send now fails; rxe moves the QP to ERR.
 	n, err := q.PostSend([]verbs.SendWR{{WRID: 7, SGE: verbs.SGE{Offset: 63 * slot, Length: 5, LKey: e.mr.LKey()},
 		AH: ah, RemoteQPN: q.QPN(), RemoteQKey: q.QKey(), Flags: verbs.SendSignaled}})
-	r := q.(verbs.QPResetter)
+	r := q // Ready and Reset are the QP's own
 	if err == nil && n == 1 {
 		wc := waitWC(t, q.SendCQ(), 5*time.Second)
 		require.NotNil(t, wc, "no completion for a send with the link down")

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -32,7 +33,7 @@ type id struct {
 	cm   *C.struct_rn_rdma_cm_id
 
 	local     verbs.Binding
-	portState verbs.PortState
+	portState infiniband.PortState
 	maxMcast  int
 	// The device's other multicast limits, for the error of an attach
 	// that passes one.
@@ -179,7 +180,7 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (ve
 		return verbs.Membership{}, fmt.Errorf("%s: %s has max_mcast_grp 0: no multicast on this device: %w",
 			verb, d.local.Device, verbs.ErrNotSupported)
 	}
-	if groupIsIPv6(g) && d.local.GIDType == verbs.GIDTypeRoCEv2 {
+	if groupIsIPv6(g) && d.local.GIDType == infiniband.GIDTypeRoCEv2 {
 		return verbs.Membership{}, errIPv6RoCEv2(verb)
 	}
 	sa, err := groupSockaddr(g, d.local.LinkLayer)

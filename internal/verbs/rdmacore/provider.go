@@ -156,22 +156,22 @@ func queryPort(ctx *C.struct_rn_ibv_context, name string, port int) (verbs.PortA
 	}
 	return verbs.PortAttr{
 		Port:      port,
-		State:     verbs.PortState(pa.state),
+		State:     infiniband.PortState(pa.state),
 		ActiveMTU: verbs.MTUBytes(int(pa.active_mtu)),
 		MaxMTU:    verbs.MTUBytes(int(pa.max_mtu)),
 		LinkLayer: linkLayer(pa.link_layer),
 	}, nil
 }
 
-func linkLayer(ll C.uint8_t) verbs.LinkLayer {
+func linkLayer(ll C.uint8_t) infiniband.LinkLayer {
 	switch ll {
 	case C.RN_IBV_LINK_LAYER_INFINIBAND:
-		return verbs.LinkLayerInfiniBand
+		return infiniband.LinkLayerInfiniBand
 	case C.RN_IBV_LINK_LAYER_ETHERNET:
-		return verbs.LinkLayerEthernet
+		return infiniband.LinkLayerEthernet
 	}
 	// IBV_LINK_LAYER_UNSPECIFIED: old providers; it means InfiniBand.
-	return verbs.LinkLayerInfiniBand
+	return infiniband.LinkLayerInfiniBand
 }
 
 // Serves binds a temporary ID to cfg's address and reports whether that
@@ -184,7 +184,7 @@ func (p provider) Serves(cfg verbs.BindConfig) bool {
 	if err != nil {
 		return false
 	}
-	active := d.portState == verbs.PortActive
+	active := d.portState == infiniband.PortActive
 	d.Close()
 	return active
 }

@@ -47,6 +47,10 @@ type qp struct {
 	lb     bool
 	mtu    int
 	hw0    map[string]uint64 // the port's hw_counters when the QP was made
+	// sendErr: a send completed with an error since the QP was made or
+	// last reset, so the QP left RTS (faults.go); the send CQ's Poll sets
+	// it.
+	sendErr atomic.Bool
 
 	mrMu sync.RWMutex // the MR table in ctx; held shared while posting
 	mrs  []*mr
@@ -100,6 +104,7 @@ func (q *qp) create(cfg verbs.QPConfig) error {
 	if q.scq, err = newCQ(ctx, cfg.SendDepth, q.d); err != nil {
 		return err
 	}
+	q.scq.sendErr = &q.sendErr
 	if q.rcq, err = newCQ(ctx, cfg.RecvDepth, q.d); err != nil {
 		return err
 	}
@@ -484,6 +489,9 @@ type cq struct {
 	// the pattern from before owed, for the benchmark's before-and-after
 	// rows.
 	eager bool
+	// sendErr is the QP's flag a failed send completion sets (the send
+	// CQ's; nil for the receive CQ).
+	sendErr *atomic.Bool
 }
 
 var (
@@ -546,6 +554,9 @@ func (c *cq) Poll(wcs []verbs.WC) (int, error) {
 	n := C.rn_poll(c.cq, C.int(len(wcs)), (*C.struct_rn_wc_out)(unsafe.Pointer(&wcs[0])))
 	if n < 0 {
 		return 0, fmt.Errorf("ibv_poll_cq: %w", unix.Errno(-n))
+	}
+	if c.sendErr != nil {
+		noteSendErrors(c.sendErr, wcs[:n])
 	}
 	return int(n), nil
 }

@@ -21,7 +21,7 @@ var discover = infiniband.Discover
 
 // gidTable is a port's GID table as sysfs shows it (a copy: the caller
 // owns the result).
-func gidTable(p *infiniband.Port) []verbs.GIDEntry {
+func gidTable(p *infiniband.Port) []infiniband.GIDEntry {
 	if p == nil || len(p.GIDs) == 0 {
 		return nil
 	}
@@ -51,8 +51,8 @@ func portNetdev(p *infiniband.Port) string {
 // a UD payload must fit both the device's active MTU (rxe drops longer
 // sends) and the path MTU rdma_cm gives RoCE joins, iboe_get_mtu of the
 // netdev MTU (infiniband.RoCEMTU): the smaller one wins. 0 means unknown.
-func refineMTU(ll verbs.LinkLayer, active, fromSysfs int) int {
-	if ll != verbs.LinkLayerEthernet || fromSysfs <= 0 {
+func refineMTU(ll infiniband.LinkLayer, active, fromSysfs int) int {
+	if ll != infiniband.LinkLayerEthernet || fromSysfs <= 0 {
 		return active
 	}
 	if active <= 0 || fromSysfs < active {
@@ -85,8 +85,8 @@ func bindingDetails(b *verbs.Binding) {
 	switch {
 	case ok:
 		b.GIDIndex, b.GIDType, b.Netdev = e.Index, e.Type, e.Netdev
-	case b.LinkLayer == verbs.LinkLayerEthernet:
-		b.GIDType = verbs.GIDTypeRoCEv2
+	case b.LinkLayer == infiniband.LinkLayerEthernet:
+		b.GIDType = infiniband.GIDTypeRoCEv2
 	}
 	if b.Netdev == "" && b.IP != nil {
 		if sys, err := discover(sysfsRoot); err == nil {
@@ -97,7 +97,7 @@ func bindingDetails(b *verbs.Binding) {
 			}
 		}
 	}
-	if b.LinkLayer == verbs.LinkLayerEthernet && b.Netdev != "" {
+	if b.LinkLayer == infiniband.LinkLayerEthernet && b.Netdev != "" {
 		if n, err := infiniband.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
 			b.MTU = refineMTU(b.LinkLayer, b.MTU, infiniband.RoCEMTU(n.MTU))
 		}
@@ -193,12 +193,12 @@ func sockaddrIB(mgid verbs.GID) sockaddr {
 // IP group as sockaddr_in/in6; a raw MGID as sockaddr_in when it is an
 // IPv4-mapped one (RoCE v2 can only join those), as sockaddr_ib on
 // InfiniBand (mckey -M), else as sockaddr_in6.
-func groupSockaddr(g verbs.Group, ll verbs.LinkLayer) (sockaddr, error) {
+func groupSockaddr(g verbs.Group, ll infiniband.LinkLayer) (sockaddr, error) {
 	if !g.MGID.IsZero() {
 		if a := g.MGID.Addr(); a.Is4() {
 			return sockaddrIP(net.IP(a.AsSlice()), 0), nil
 		}
-		if ll == verbs.LinkLayerInfiniBand {
+		if ll == infiniband.LinkLayerInfiniBand {
 			return sockaddrIB(g.MGID), nil
 		}
 		return sockaddrIP(net.IP(g.MGID[:]), 0), nil

@@ -42,19 +42,19 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 	// rxe0: the RoCE v2 entry of the address, its netdev, and the MTU of
 	// the netdev (1500 -> 1024) below what ibv_query_port said.
 	b := verbs.Binding{Device: "rxe0", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 1)),
-		IP: net.IPv4(10, 99, 0, 1), LinkLayer: verbs.LinkLayerEthernet, MTU: 4096}
+		IP: net.IPv4(10, 99, 0, 1), LinkLayer: infiniband.LinkLayerEthernet, MTU: 4096}
 	bindingDetails(&b)
 	assert.Equal(t, 1, b.GIDIndex)
-	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 	assert.Equal(t, "veth0", b.Netdev)
 	assert.Equal(t, 1024, b.MTU)
 
 	// mlx5_1: the v2 entry (3) wins over the v1 entry (2) of the same GID.
 	b = verbs.Binding{Device: "mlx5_1", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(192, 168, 10, 5)),
-		IP: net.IPv4(192, 168, 10, 5), LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
+		IP: net.IPv4(192, 168, 10, 5), LinkLayer: infiniband.LinkLayerEthernet, MTU: 1024}
 	bindingDetails(&b)
 	assert.Equal(t, 3, b.GIDIndex)
-	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 	assert.Equal(t, "eth2", b.Netdev)
 	assert.Equal(t, 1024, b.MTU)
 
@@ -63,18 +63,18 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 	gid, err := infiniband.ParseGID("fe80::2:c903:a1:b2c1")
 	require.NoError(t, err)
 	b = verbs.Binding{Device: "mlx5_0", Port: 1, GID: gid, IP: net.IPv4(192, 168, 100, 7),
-		LinkLayer: verbs.LinkLayerInfiniBand, MTU: 4096}
+		LinkLayer: infiniband.LinkLayerInfiniBand, MTU: 4096}
 	bindingDetails(&b)
 	assert.Equal(t, 0, b.GIDIndex)
-	assert.Equal(t, verbs.GIDTypeIB, b.GIDType)
+	assert.Equal(t, infiniband.GIDTypeIB, b.GIDType)
 	assert.Equal(t, "ib0", b.Netdev)
 	assert.Equal(t, 4096, b.MTU)
 
 	// A GID that is not in the table: RoCE v2 on Ethernet, no index.
 	b = verbs.Binding{Device: "rxe0", Port: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 9)),
-		LinkLayer: verbs.LinkLayerEthernet, MTU: 1024}
+		LinkLayer: infiniband.LinkLayerEthernet, MTU: 1024}
 	bindingDetails(&b)
-	assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+	assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 	assert.Zero(t, b.GIDIndex)
 	assert.Empty(t, b.Netdev)
 }
@@ -82,32 +82,32 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 func TestRefinePort(t *testing.T) {
 	sys, err := infiniband.Discover(fabricRoot)
 	require.NoError(t, err)
-	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
+	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: infiniband.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
 	assert.Equal(t, "veth0", pa.Netdev)
 	assert.Equal(t, 1024, pa.ActiveMTU, "the netdev's RoCE MTU is smaller")
 	require.Len(t, pa.GIDs, 2, "zero GIDs are skipped")
-	assert.Equal(t, verbs.GIDEntry{Index: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 1)), Type: verbs.GIDTypeRoCEv2, Netdev: "veth0"}, pa.GIDs[1])
+	assert.Equal(t, infiniband.GIDEntry{Index: 1, GID: infiniband.GIDFromNetIP(net.IPv4(10, 99, 0, 1)), Type: infiniband.GIDTypeRoCEv2, Netdev: "veth0"}, pa.GIDs[1])
 
-	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerEthernet, ActiveMTU: 1024}, sys.Port("mlx5_1", 1))
+	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: infiniband.LinkLayerEthernet, ActiveMTU: 1024}, sys.Port("mlx5_1", 1))
 	require.Len(t, pa.GIDs, 4)
-	assert.Equal(t, verbs.GIDTypeRoCEv1, pa.GIDs[0].Type)
-	assert.Equal(t, verbs.GIDTypeRoCEv2, pa.GIDs[1].Type)
+	assert.Equal(t, infiniband.GIDTypeRoCEv1, pa.GIDs[0].Type)
+	assert.Equal(t, infiniband.GIDTypeRoCEv2, pa.GIDs[1].Type)
 	assert.Equal(t, "eth2", pa.Netdev)
 
 	// InfiniBand: ibv_query_port's MTU stands; the netdev is IPoIB's.
-	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: verbs.LinkLayerInfiniBand, ActiveMTU: 4096}, sys.Port("mlx5_0", 1))
+	pa = refinePort(verbs.PortAttr{Port: 1, LinkLayer: infiniband.LinkLayerInfiniBand, ActiveMTU: 4096}, sys.Port("mlx5_0", 1))
 	assert.Equal(t, 4096, pa.ActiveMTU)
 	assert.Equal(t, "ib0", pa.Netdev)
 	require.Len(t, pa.GIDs, 1)
-	assert.Equal(t, verbs.GIDTypeIB, pa.GIDs[0].Type)
+	assert.Equal(t, infiniband.GIDTypeIB, pa.GIDs[0].Type)
 
 	// No sysfs: the verbs' answer as is.
 	in := verbs.PortAttr{Port: 1, ActiveMTU: 1024}
 	assert.Equal(t, in, refinePort(in, nil))
 
-	assert.Equal(t, 1024, refineMTU(verbs.LinkLayerEthernet, 0, 1024), "unknown active MTU")
-	assert.Equal(t, 1024, refineMTU(verbs.LinkLayerEthernet, 1024, 0), "unknown netdev MTU")
-	assert.Equal(t, 2048, refineMTU(verbs.LinkLayerInfiniBand, 2048, 1024), "IB: the verbs' MTU")
+	assert.Equal(t, 1024, refineMTU(infiniband.LinkLayerEthernet, 0, 1024), "unknown active MTU")
+	assert.Equal(t, 1024, refineMTU(infiniband.LinkLayerEthernet, 1024, 0), "unknown netdev MTU")
+	assert.Equal(t, 2048, refineMTU(infiniband.LinkLayerInfiniBand, 2048, 1024), "IB: the verbs' MTU")
 }
 
 func TestLocalAddrNeverDefaultRoute(t *testing.T) {
@@ -148,21 +148,21 @@ func TestSockaddrs(t *testing.T) {
 	// A raw MGID: IPv4-mapped ones become sockaddr_in (RoCE v2), others
 	// sockaddr_ib on InfiniBand (as mckey -M) and sockaddr_in6 on RoCE.
 	mapped := infiniband.GIDFromNetIP(net.IPv4(239, 9, 9, 9))
-	sa, err := groupSockaddr(verbs.Group{MGID: mapped}, verbs.LinkLayerEthernet)
+	sa, err := groupSockaddr(verbs.Group{MGID: mapped}, infiniband.LinkLayerEthernet)
 	require.NoError(t, err)
 	assert.Equal(t, uint16(afInet), binary.NativeEndian.Uint16(sa.b[0:]))
 	assert.Equal(t, []byte{239, 9, 9, 9}, sa.b[4:8])
 
 	ib, _ := infiniband.ParseGID("ff12:401b:ffff::1")
-	sa, err = groupSockaddr(verbs.Group{MGID: ib}, verbs.LinkLayerInfiniBand)
+	sa, err = groupSockaddr(verbs.Group{MGID: ib}, infiniband.LinkLayerInfiniBand)
 	require.NoError(t, err)
 	assert.Equal(t, uint16(afIB), binary.NativeEndian.Uint16(sa.b[0:]))
 	assert.Equal(t, ib[:], sa.b[8:24])
-	sa, err = groupSockaddr(verbs.Group{MGID: ib}, verbs.LinkLayerEthernet)
+	sa, err = groupSockaddr(verbs.Group{MGID: ib}, infiniband.LinkLayerEthernet)
 	require.NoError(t, err)
 	assert.Equal(t, uint16(afInet6), binary.NativeEndian.Uint16(sa.b[0:]))
 
-	_, err = groupSockaddr(verbs.Group{IP: net.IPv4(10, 0, 0, 1)}, verbs.LinkLayerEthernet)
+	_, err = groupSockaddr(verbs.Group{IP: net.IPv4(10, 0, 0, 1)}, infiniband.LinkLayerEthernet)
 	assert.Error(t, err, "a unicast address is not a group")
 
 	assert.True(t, groupIsIPv6(verbs.Group{IP: g6}))

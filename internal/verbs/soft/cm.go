@@ -37,10 +37,10 @@ func newID(r *resolved) (*ID, error) {
 		Port:      portNum,
 		GIDIndex:  r.gidIdx,
 		GID:       infiniband.GIDFromNetIP(r.ip),
-		GIDType:   verbs.GIDTypeRoCEv2,
+		GIDType:   infiniband.GIDTypeRoCEv2,
 		IP:        r.ip,
 		Netdev:    r.ifi.Name,
-		LinkLayer: verbs.LinkLayerEthernet,
+		LinkLayer: infiniband.LinkLayerEthernet,
 		MTU:       r.mtu,
 	}
 	return id, nil
@@ -72,6 +72,7 @@ func (id *ID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	qp.noteCreated() // the device counters' base (counters.go)
 	id.qp = qp
 	ip := net.IP(qp.unicast[:])
 	id.bind.IP = append(net.IP(nil), ip...)

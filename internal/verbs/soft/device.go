@@ -117,16 +117,16 @@ func (n netdevInfo) unusable() string {
 
 func portAttr(ifi *net.Interface) verbs.PortAttr {
 	info := lookupNetdev(liveNetdevs, ifi)
-	st := verbs.PortDown
+	st := infiniband.PortDown
 	if ifi.Flags&net.FlagUp != 0 && info.unusable() == "" {
-		st = verbs.PortActive
+		st = infiniband.PortActive
 	}
 	return verbs.PortAttr{
 		Port:      portNum,
 		State:     st,
 		ActiveMTU: infiniband.RoCEMTU(info.mtu),
 		MaxMTU:    maxMTU,
-		LinkLayer: verbs.LinkLayerEthernet,
+		LinkLayer: infiniband.LinkLayerEthernet,
 		Netdev:    ifi.Name,
 		GIDs:      gidTable(ifi),
 	}
@@ -134,21 +134,21 @@ func portAttr(ifi *net.Interface) verbs.PortAttr {
 
 // gidTable lists the netdev's addresses as RoCE v2 GIDs, in the order the
 // kernel reports them.
-func gidTable(ifi *net.Interface) []verbs.GIDEntry {
+func gidTable(ifi *net.Interface) []infiniband.GIDEntry {
 	addrs, err := ifi.Addrs()
 	if err != nil {
 		return nil
 	}
-	var gids []verbs.GIDEntry
+	var gids []infiniband.GIDEntry
 	for _, a := range addrs {
 		ipn, ok := a.(*net.IPNet)
 		if !ok {
 			continue
 		}
-		gids = append(gids, verbs.GIDEntry{
+		gids = append(gids, infiniband.GIDEntry{
 			Index:  len(gids),
 			GID:    infiniband.GIDFromNetIP(ipn.IP),
-			Type:   verbs.GIDTypeRoCEv2,
+			Type:   infiniband.GIDTypeRoCEv2,
 			Netdev: ifi.Name,
 		})
 	}

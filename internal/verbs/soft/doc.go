@@ -100,6 +100,17 @@
 // stay posted. With no receive posted, datagrams wait in the socket buffer
 // and the kernel drops the overflow, counted as Drops.Overflow.
 //
+// # Counters and faults
+//
+// The device counters (QP.DeviceCounts) are the UDP MIB of the QP's
+// network namespace, since the QP was made (counters.go): the kernel's UDP
+// layer is what drops this backend's datagrams, as a port drops a
+// device's. A UDP socket has no error state, so a QP enters one only when
+// InjectEvent raises EventQPError on its ID, as QP_FATAL does on a device:
+// its sends are then flushed and Ready is false until Reset, which empties
+// the receive queue and joins the QP's groups again in place, keeping its
+// QPN and sockets (reset.go).
+//
 // # The ICRC without the IP header
 //
 // The ICRC covers the IPv4 Identification and flags, which a UDP socket

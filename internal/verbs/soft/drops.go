@@ -45,7 +45,7 @@ func (q *QP) Drops() Drops {
 	}
 }
 
-// DropCounts implements verbs.DropCounter: the counters by reason name.
+// DropCounts returns the counters by reason name (verbs.QP).
 func (q *QP) DropCounts() map[string]uint64 {
 	q.refreshSockDrops()
 	m := make(map[string]uint64, numDropReasons)

@@ -41,13 +41,13 @@ func TestDevices(t *testing.T) {
 	require.Len(t, lo.Ports, 1)
 	port := lo.Ports[0]
 	assert.Equal(t, 1, port.Port)
-	assert.Equal(t, verbs.PortActive, port.State)
+	assert.Equal(t, infiniband.PortActive, port.State)
 	assert.Equal(t, 4096, port.ActiveMTU)
-	assert.Equal(t, verbs.LinkLayerEthernet, port.LinkLayer)
+	assert.Equal(t, infiniband.LinkLayerEthernet, port.LinkLayer)
 	assert.Equal(t, "lo", port.Netdev)
 	require.NotEmpty(t, port.GIDs)
 	assert.Equal(t, "::ffff:127.0.0.1", port.GIDs[0].GID.String())
-	assert.Equal(t, verbs.GIDTypeRoCEv2, port.GIDs[0].Type)
+	assert.Equal(t, infiniband.GIDTypeRoCEv2, port.GIDs[0].Type)
 	assert.Positive(t, lo.MaxMcastGroups)
 }
 
@@ -71,7 +71,7 @@ func TestBind(t *testing.T) {
 		assert.Equal(t, 1, b.Port)
 		assert.Equal(t, net.IPv4(127, 0, 0, 1).To4(), b.IP.To4())
 		assert.Equal(t, 4096, b.MTU)
-		assert.Equal(t, verbs.GIDTypeRoCEv2, b.GIDType)
+		assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 		require.NoError(t, id.Close())
 		require.NoError(t, id.Close(), "Close is idempotent")
 	}

@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
-	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
 // netlinkNetdev asks the kernel (rtnetlink RTM_GETLINK, as
@@ -323,16 +322,16 @@ func (v *netlinkView) owning(ip net.IP) *netlinkLink {
 
 // gids lists the link's addresses as RoCE v2 GIDs, in the kernel's order,
 // as gidTable does.
-func (v *netlinkView) gids(l *netlinkLink) []verbs.GIDEntry {
-	var gids []verbs.GIDEntry
+func (v *netlinkView) gids(l *netlinkLink) []infiniband.GIDEntry {
+	var gids []infiniband.GIDEntry
 	for _, a := range v.addrs {
 		if a.index != l.ifi.Index {
 			continue
 		}
-		gids = append(gids, verbs.GIDEntry{
+		gids = append(gids, infiniband.GIDEntry{
 			Index:  len(gids),
 			GID:    infiniband.GIDFromNetIP(a.ip),
-			Type:   verbs.GIDTypeRoCEv2,
+			Type:   infiniband.GIDTypeRoCEv2,
 			Netdev: l.ifi.Name,
 		})
 	}

@@ -57,10 +57,11 @@ type QP struct {
 	// seen in SO_RXQ_OVFL or SO_MEMINFO: datagrams the kernel dropped
 	// because the socket buffer was full.
 	sockDrops [2]atomic.Uint32
+
+	fault qpFault // the error state, the device counters' base (reset.go)
 }
 
 var _ verbs.QP = (*QP)(nil)
-var _ verbs.DropCounter = (*QP)(nil)
 
 // QPN is the QP number, in [2, 0xFFFFFE] and unique in the network
 // namespace: from a block of 256 the process reserved at random (qpn.go).
@@ -703,6 +704,9 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 	defer s.mu.Unlock()
 	if err := q.usable("ibv_post_send", s.closed); err != nil {
 		return 0, err
+	}
+	if q.fault.err.Load() {
+		return q.flushSends(wrs) // the error state: reset.go
 	}
 	posted := 0
 	for posted < len(wrs) {

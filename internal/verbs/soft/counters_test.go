@@ -1,0 +1,200 @@
+package soft_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// TestParseUDPMIB reads the Udp lines of /proc/net/snmp as kernels print
+// them, old ones with fewer fields included.
+func TestParseUDPMIB(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want map[string]uint64
+	}{
+		{"6.1", "Ip: Forwarding DefaultTTL\nIp: 1 64\n" +
+			"Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
+			"Udp: 10 1 7 12 6 0 0 3 0\n" +
+			"UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n" +
+			"UdpLite: 99 99 99 99 99 99 99 99 99\n",
+			map[string]uint64{"UdpInDatagrams": 10, "UdpNoPorts": 1, "UdpInErrors": 7, "UdpOutDatagrams": 12,
+				"UdpRcvbufErrors": 6, "UdpSndbufErrors": 0, "UdpInCsumErrors": 0, "UdpIgnoredMulti": 3, "UdpMemErrors": 0}},
+		{"3.10, no IgnoredMulti or MemErrors", "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n" +
+			"Udp: 5 0 2 5 2 0 0\n",
+			map[string]uint64{"UdpInDatagrams": 5, "UdpNoPorts": 0, "UdpInErrors": 2, "UdpOutDatagrams": 5,
+				"UdpRcvbufErrors": 2, "UdpSndbufErrors": 0, "UdpInCsumErrors": 0}},
+		{"unknown field skipped", "Udp: InDatagrams Future RcvbufErrors\nUdp: 1 2 3\n",
+			map[string]uint64{"UdpInDatagrams": 1, "UdpRcvbufErrors": 3}},
+		{"no Udp line", "Ip: Forwarding\nIp: 1\n", nil},
+		{"names without values", "Udp: InDatagrams\n", nil},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, soft.ParseUDPMIB([]byte(c.in)), c.name)
+	}
+}
+
+// TestDeviceCountsSeeRcvbufErrors: datagrams that find a receiver's socket
+// buffer full are dropped by the kernel's UDP layer, which counts them in
+// the namespace's UDP MIB; the QP's device counters show that growth
+// (UdpRcvbufErrors, also in UdpInErrors), the same count as the QP's own
+// overflow drops when nothing else in the namespace drops.
+func TestDeviceCountsSeeRcvbufErrors(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	rx := newEndpoint(t, verbs.QPConfig{})
+	tx := newEndpoint(t, verbs.QPConfig{})
+	const group = "239.80.1.1"
+	m, _ := rx.join(group, false)
+	_, ah := tx.join(group, true)
+	before := rx.qp.DeviceCounts()
+	require.NotNil(t, before, "no device counters: is /proc/thread-self/net/snmp readable?")
+	assert.Zero(t, before["UdpRcvbufErrors"], "nothing dropped yet")
+
+	// No receive posted: the multicast socket's buffer (4 MiB at most)
+	// fills and the kernel drops the rest.
+	const n, size = 8000, 1024
+	for range n {
+		tx.send(ah, m.RemoteQPN, make([]byte, size), 0, 0)
+	}
+	d := rx.qp.DeviceCounts()
+	overflow := rx.qp.Drops().Overflow
+	t.Logf("after %d datagrams of %d B: device %v; the QP's overflow %d", n, size, d, overflow)
+	require.Positive(t, overflow, "the QP saw no overflow: the flood did not fill the socket buffer")
+	assert.Equal(t, overflow, d["UdpRcvbufErrors"], "the namespace's RcvbufErrors: the one socket that dropped")
+	assert.GreaterOrEqual(t, d["UdpInErrors"], d["UdpRcvbufErrors"], "RcvbufErrors count in InErrors too")
+	assert.GreaterOrEqual(t, d["UdpOutDatagrams"], uint64(n), "the sends")
+	_, has := rx.qp.DropCounts()[verbs.DropDeviceOverflow]
+	assert.False(t, has, "the namespace's counts are not the QP's drops: Drops.Overflow is exact")
+}
+
+// TestDeviceCountsAfterClose: a closed QP has no device counters.
+func TestDeviceCountsAfterClose(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NotNil(t, qp.DeviceCounts())
+	require.NoError(t, id.Close())
+	assert.Nil(t, qp.DeviceCounts())
+}
+
+// TestDeviceCountsFromAnotherNamespace: a QP made on a thread in another
+// network namespace reports that namespace's UDP MIB, whatever namespace
+// the thread that asks is in (DeviceCounts enters the QP's namespace on a
+// thread of its own).
+func TestDeviceCountsFromAnotherNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it makes a network namespace (unshare(CLONE_NEWNET))")
+	}
+	type made struct {
+		rx, tx *endpoint
+		err    error
+	}
+	ch := make(chan made, 1)
+	go func() {
+		// This thread goes into the new namespace and is never unlocked:
+		// it ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- made{err: err}
+			return
+		}
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			ch <- made{err: fmt.Errorf("ip link set lo up: %v: %s", err, out)}
+			return
+		}
+		var m made
+		m.rx, m.err = tryEndpoint(t)
+		if m.err == nil {
+			m.tx, m.err = tryEndpoint(t)
+		}
+		if m.err == nil {
+			m.err = flood(m.rx, m.tx, "239.80.4.1", 8000)
+		}
+		ch <- m
+	}()
+	m := <-ch
+	require.NoError(t, m.err)
+	d := m.rx.qp.DeviceCounts()
+	overflow := m.rx.qp.Drops().Overflow
+	t.Logf("asked from the test's namespace: device %v; the QP's overflow %d", d, overflow)
+	require.NotNil(t, d, "no device counters from another namespace")
+	require.Positive(t, overflow)
+	assert.Equal(t, overflow, d["UdpRcvbufErrors"], "the QP's namespace's count, not the caller's")
+}
+
+// tryEndpoint is newEndpoint for a goroutine other than the test's: it
+// returns errors instead of failing.
+func tryEndpoint(t *testing.T) (*endpoint, error) {
+	p, err := verbs.Lookup(verbs.Software)
+	if err != nil {
+		return nil, err
+	}
+	id, err := p.Bind(verbs.BindConfig{})
+	if err != nil {
+		return nil, err
+	}
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	if err != nil {
+		id.Close()
+		return nil, err
+	}
+	a, err := verbs.NewArena(2 * nBufs * bufSize)
+	if err != nil {
+		id.Close()
+		return nil, err
+	}
+	mr, err := qp.RegisterMemory(a)
+	if err != nil {
+		id.Close()
+		a.Free()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		id.Close()
+		a.Free()
+	})
+	return &endpoint{t: t, id: id, qp: qp.(*soft.QP), arena: a, mr: mr}, nil
+}
+
+// flood joins rx to group (no receive posted) and sends it n datagrams of
+// 1 KiB from tx, send-only.
+func flood(rx, tx *endpoint, group string, n int) error {
+	ctx := context.Background()
+	g := verbs.Group{IP: net.ParseIP(group)}
+	m, err := rx.id.Join(ctx, g, verbs.JoinOptions{})
+	if err != nil {
+		return err
+	}
+	mt, err := tx.id.Join(ctx, g, verbs.JoinOptions{SendOnly: true})
+	if err != nil {
+		return err
+	}
+	ah, err := tx.qp.CreateAH(mt.AH)
+	if err != nil {
+		return err
+	}
+	wr := []verbs.SendWR{{SGE: tx.sendSGE(0, 1024), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: tx.qp.QKey()}}
+	for range n {
+		if _, err := tx.qp.PostSend(wr); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package soft_test
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// TestResetInPlace: a QP put in the error state (QP_FATAL) flushes its
+// sends and is not Ready; Reset brings it back with the same QPN and
+// groups, its receive queue emptied (what was posted before is the
+// caller's again), and it sends and receives as before.
+func TestResetInPlace(t *testing.T) {
+	rx := newEndpoint(t, verbs.QPConfig{})
+	tx := newEndpoint(t, verbs.QPConfig{})
+	const group = "239.80.2.1"
+	m, rxAH := rx.join(group, false)
+	_, ah := tx.join(group, true)
+	qpn := rx.qp.QPN()
+	rx.postRecvs(0, 4)
+
+	ready, err := rx.qp.Ready()
+	require.NoError(t, err)
+	require.True(t, ready, "a new QP is in RTS")
+	require.NoError(t, soft.InjectEvent(rx.id, verbs.Event{Type: verbs.EventQPError}))
+	ready, err = rx.qp.Ready()
+	require.NoError(t, err)
+	require.False(t, ready, "after QP_FATAL the QP is in the error state")
+
+	// In the error state a send is flushed: it completes with
+	// WCWRFlushErr, no errno, and nothing leaves.
+	peer := newEndpoint(t, verbs.QPConfig{})
+	peer.join(group, false)
+	peer.postRecvs(0, 1)
+	copy(rx.sendBuf(0), "flushed")
+	n, err := rx.qp.PostSend([]verbs.SendWR{{WRID: 9, SGE: rx.sendSGE(0, 7), AH: rxAH, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	var wcs [4]verbs.WC
+	n, err = rx.qp.SendCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "an unsignaled WR flushed completes too")
+	assert.Equal(t, verbs.WCWRFlushErr, wcs[0].Status)
+	assert.Zero(t, wcs[0].Errno)
+	assert.Empty(t, peer.recv(1, 100*time.Millisecond), "a flushed send left the QP")
+
+	require.NoError(t, rx.qp.Reset())
+	ready, err = rx.qp.Ready()
+	require.NoError(t, err)
+	require.True(t, ready, "Reset brings the QP back to RTS")
+	require.Equal(t, qpn, rx.qp.QPN(), "the QPN is kept")
+
+	// The receive queue was emptied: a datagram waits (in the socket
+	// buffer) until a receive is posted again, and the group is still
+	// joined.
+	tx.send(ah, m.RemoteQPN, []byte("after reset"), 0, 0)
+	assert.Empty(t, rx.recv(1, 100*time.Millisecond), "a receive posted before the reset was used")
+	rx.postRecvs(8, 1)
+	got := rx.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "the group's datagram after the reset")
+	assert.Equal(t, uint64(8), got[0].WRID, "it went to a buffer posted after the reset")
+	assert.Equal(t, "after reset", string(rx.buf(got[0])[verbs.GRHSize:]))
+
+	// And the QP sends again (the peer, a member too, had tx's first).
+	got = peer.recv(1, 2*time.Second)
+	require.Len(t, got, 1)
+	assert.Equal(t, "after reset", string(peer.buf(got[0])[verbs.GRHSize:]))
+	peer.postRecvs(1, 1)
+	rx.send(rxAH, m.RemoteQPN, []byte("sent after reset"), 0, 0)
+	got = peer.recv(1, 2*time.Second)
+	require.Len(t, got, 1)
+	assert.Equal(t, "sent after reset", string(peer.buf(got[0])[verbs.GRHSize:]))
+}
+
+// TestResetWaitsForThePort: while the netdev is down Reset fails with
+// ErrPortDown and leaves the QP in the error state; once it is up, Reset
+// works and the QP receives its group again.
+func TestResetWaitsForThePort(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %s", args, out)
+	}
+	rx := newEndpoint(t, verbs.QPConfig{})
+	tx := newEndpoint(t, verbs.QPConfig{})
+	const group = "239.80.3.1"
+	m, _ := rx.join(group, false)
+	_, ah := tx.join(group, true)
+	rx.postRecvs(0, 2)
+	require.NoError(t, soft.InjectEvent(rx.id, verbs.Event{Type: verbs.EventQPError}))
+
+	ip("link", "set", "lo", "down")
+	err := rx.qp.Reset()
+	require.ErrorIs(t, err, verbs.ErrPortDown)
+	t.Logf("Reset with lo down: %v", err)
+	ready, err := rx.qp.Ready()
+	require.NoError(t, err)
+	require.False(t, ready, "a failed Reset leaves the QP in the error state")
+
+	ip("link", "set", "lo", "up")
+	require.NoError(t, rx.qp.Reset())
+	ready, err = rx.qp.Ready()
+	require.NoError(t, err)
+	require.True(t, ready)
+	rx.postRecvs(0, 2)
+	tx.send(ah, m.RemoteQPN, []byte("after the flap"), 0, 0)
+	got := rx.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "the group's datagram after lo down/up and the reset")
+	assert.Equal(t, "after the flap", string(rx.buf(got[0])[verbs.GRHSize:]))
+}
+
+// TestReadyAfterClose: a closed QP reports ErrClosed, from Ready and
+// Reset.
+func TestReadyAfterClose(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NoError(t, id.Close())
+	_, err = qp.Ready()
+	require.ErrorIs(t, err, verbs.ErrClosed)
+	require.ErrorIs(t, qp.Reset(), verbs.ErrClosed)
+}
