@@ -77,14 +77,14 @@ func describeFd(link string) string {
 		return link
 	}
 	ino = strings.TrimSuffix(ino, "]")
-	if b, err := os.ReadFile("/proc/net/udp"); err == nil {
+	if b, err := os.ReadFile("/proc/thread-self/net/udp"); err == nil {
 		for _, l := range strings.Split(string(b), "\n")[1:] {
 			if f := strings.Fields(l); len(f) > 9 && f[9] == ino {
 				return "UDP socket, local " + hexAddr(f[1])
 			}
 		}
 	}
-	if b, err := os.ReadFile("/proc/net/unix"); err == nil {
+	if b, err := os.ReadFile("/proc/thread-self/net/unix"); err == nil {
 		for _, l := range strings.Split(string(b), "\n")[1:] {
 			if f := strings.Fields(l); len(f) > 6 && f[6] == ino {
 				name := ""

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,7 +136,8 @@ func (now udpMIB) deltas(base udpMIB) map[string]uint64 {
 // of /proc/net/snmp), a seventh of a ListenMulticast + Close, so QPs made
 // within mibShare of each other in one namespace share a reading.
 func (q *QP) noteCreated() {
-	cookie, ok := netnsCookie(q.uniFd)
+	cookie := netnsCookie(q.uniFd) // netview.go
+	ok := cookie != 0
 	now := time.Now()
 	mibShared.Lock()
 	defer mibShared.Unlock()
@@ -163,20 +163,6 @@ var mibShared struct {
 	at     time.Time
 	cookie uint64
 	ok     bool
-}
-
-// soNetnsCookie is SO_NETNS_COOKIE (Linux 5.14; 71 on every Linux port of
-// Go): a number unique to the socket's network namespace.
-const soNetnsCookie = 71
-
-// netnsCookie returns the network namespace cookie of socket fd; ok is
-// false where the kernel has none.
-func netnsCookie(fd int) (uint64, bool) {
-	var c uint64
-	l := uint32(unsafe.Sizeof(c))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soNetnsCookie,
-		uintptr(unsafe.Pointer(&c)), uintptr(unsafe.Pointer(&l)), 0)
-	return c, e == 0 && l == uint32(unsafe.Sizeof(c))
 }
 
 // DeviceCounts returns how much the UDP MIB of the QP's network namespace

@@ -108,9 +108,23 @@ func TestDeviceCountsFromAnotherNamespace(t *testing.T) {
 	}
 	ch := make(chan made, 1)
 	go func() {
-		// This thread goes into the new namespace and is never unlocked:
-		// it ends with the goroutine.
+		// This thread goes into a new namespace and comes back once the
+		// QPs are made (their sockets stay in it). A thread that cannot
+		// come back stays locked and ends with the goroutine; it must not
+		// be left in the namespace unlocked, nor end there as the main
+		// thread, whose namespace /proc/self/net shows.
 		runtime.LockOSThread()
+		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			ch <- made{err: err}
+			return
+		}
+		defer unix.Close(back)
+		defer func() {
+			if unix.Setns(back, unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			ch <- made{err: err}
 			return

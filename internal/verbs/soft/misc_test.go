@@ -306,7 +306,7 @@ func roceSockets(t *testing.T) int {
 			mine[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 		}
 	}
-	b, err := os.ReadFile("/proc/net/udp")
+	b, err := os.ReadFile("/proc/thread-self/net/udp")
 	require.NoError(t, err)
 	n := 0
 	for _, line := range strings.Split(string(b), "\n")[1:] {
