@@ -225,7 +225,7 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 			}
 			return n, from, nil
 		}
-		if err := c.waitRead(); err != nil {
+		if err := c.waitRead(false); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -260,7 +260,7 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 		if k > 0 {
 			return k, nil
 		}
-		if err := c.waitRead(); err != nil {
+		if err := c.waitRead(true); err != nil {
 			return 0, err
 		}
 	}
@@ -269,8 +269,9 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 // waitRead waits for a message to be ready, for the read deadline or for
 // Close, with c.readMu held: by reading the underlying conn itself when
 // it holds it (rx.go), else for the receive loop to ready one (and hand
-// the underlying conn over). The caller looks again after it.
-func (c *Conn) waitRead() error {
+// the underlying conn over). The caller looks again after it. batch: the
+// caller is ReadBatch, which takes every datagram there.
+func (c *Conn) waitRead(batch bool) error {
 	if c.closing.Load() {
 		return c.opError("read", nil, net.ErrClosed)
 	}
@@ -279,7 +280,7 @@ func (c *Conn) waitRead() error {
 		return c.opError("read", nil, os.ErrDeadlineExceeded)
 	}
 	if c.rxTake() {
-		return c.readInline()
+		return c.readInline(batch)
 	}
 	timed := false
 	if dl != 0 {

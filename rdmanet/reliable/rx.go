@@ -155,9 +155,11 @@ func (c *Conn) rxGiveBack(now int64, force bool) int64 {
 	return 0
 }
 
-// readInline reads the underlying conn from the reader, which holds it:
-// one batch (waiting for it until the read deadline), handled at once.
-func (c *Conn) readInline() error {
+// readInline reads the underlying conn from the reader, which holds it,
+// waiting until the read deadline, and handles what it read at once: one
+// datagram for ReadFrom, or with batch (ReadBatch) all that are there, up
+// to recvBatch.
+func (c *Conn) readInline(batch bool) error {
 	x := &c.rx
 	x.io.Lock()
 	x.mu.Lock()
@@ -169,7 +171,12 @@ func (c *Conn) readInline() error {
 	c.setDeadlineLocked(c.readDL.Load())
 	x.blocked = true
 	x.mu.Unlock()
-	err := c.readOne()
+	var err error
+	if batch {
+		err = c.readConn()
+	} else {
+		err = c.readDatagram()
+	}
 	x.mu.Lock()
 	x.blocked = false
 	x.mu.Unlock()
@@ -198,12 +205,12 @@ func (c *Conn) readConn() error {
 	return err
 }
 
-// readOne reads one datagram from the underlying conn and handles it;
-// x.io is held. The reader reads one at a time: ReadFromAddr hands out a
-// burst already polled without another poll, and when it has handed out
-// the last it returns without looking again (ReadBatch polls once more
-// to see that the batch has ended: a system call per wake-up).
-func (c *Conn) readOne() error {
+// readDatagram reads one datagram from the underlying conn and handles
+// it; x.io is held. ReadFrom's reader reads one at a time: ReadFromAddr
+// hands out a burst already polled without another poll, and when it has
+// handed out the last it returns without looking again (ReadBatch polls
+// once more to see that the batch has ended: a system call per wake-up).
+func (c *Conn) readDatagram() error {
 	x := &c.rx
 	n, from, err := c.conn.ReadFromAddr(x.ms[0].Buffer)
 	if err == nil {
