@@ -81,3 +81,25 @@ func TestReaderHandsConnBack(t *testing.T) {
 	require.NotZero(t, a.Stats().RepairsMulticast)
 	require.Zero(t, c.Stats().LossesReported)
 }
+
+// A publisher that joins send-only (rdmanet.ListenConfig.SendOnly) does
+// not receive the group, its own multicast included, and still hears
+// NAKs and status by unicast: receivers that lose datagrams get every
+// message once and in order, repaired.
+func TestSendOnlySender(t *testing.T) {
+	group := newGroup()
+	rx := []*Conn{
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%11 == 4 })),
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%17 == 9 })),
+	}
+	lc := testListenConfig()
+	lc.SendOnly = true
+	tx, err := Listen(t.Context(), lc, "rdma", nil, group, Config{FlowControl: FlowMin})
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Close() })
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 2)
+	sendAll(t, tx, group, rx, 2000, 64, 5*time.Second)
+	require.NotZero(t, tx.Stats().NAKsReceived)
+	require.NotZero(t, tx.Stats().RepairsMulticast)
+}
