@@ -40,7 +40,9 @@ func BenchmarkThroughput(b *testing.B) {
 // BenchmarkThroughputBatch: as BenchmarkThroughput, with WriteBatch of 64
 // messages on both; both receivers read with ReadBatch of 64 (reliable:
 // every ready message in one call), and reliable-readfrom reads one
-// message per ReadFrom. plain-selfrx is plain with the sending conn also
+// message per ReadFrom; reliable-sendonly's sender joins send-only
+// (rdmanet.ListenConfig.SendOnly), a publisher that does not read the
+// group. plain-selfrx is plain with the sending conn also
 // reading, as a reliable sender must (for NAKs and status): on the
 // software backend its socket gets its own multicast back, which it
 // receives, checks and drops, and that costs the plain path about 0.8x.
@@ -48,8 +50,9 @@ func BenchmarkThroughputBatch(b *testing.B) {
 	for _, size := range []int{64, 1024} {
 		b.Run(fmt.Sprintf("plain/%dB", size), func(b *testing.B) { benchPlainBatch(b, size, false) })
 		b.Run(fmt.Sprintf("plain-selfrx/%dB", size), func(b *testing.B) { benchPlainBatch(b, size, true) })
-		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableBatch(b, size, true) })
-		b.Run(fmt.Sprintf("reliable-readfrom/%dB", size), func(b *testing.B) { benchReliableBatch(b, size, false) })
+		b.Run(fmt.Sprintf("reliable/%dB", size), func(b *testing.B) { benchReliableBatch(b, size, true, false) })
+		b.Run(fmt.Sprintf("reliable-readfrom/%dB", size), func(b *testing.B) { benchReliableBatch(b, size, false, false) })
+		b.Run(fmt.Sprintf("reliable-sendonly/%dB", size), func(b *testing.B) { benchReliableBatch(b, size, true, true) })
 	}
 }
 
@@ -127,10 +130,16 @@ func benchPlainBatch(b *testing.B, size int, selfRx bool) {
 	b.ReportMetric(float64(total-n)/float64(total)*100, "drop%")
 }
 
-func benchReliableBatch(b *testing.B, size int, readBatch bool) {
+func benchReliableBatch(b *testing.B, size int, readBatch, sendOnly bool) {
 	group := newGroup()
 	rx := listenT(b, group, Config{})
-	tx := listenT(b, group, Config{FlowControl: FlowMin})
+	lc := testListenConfig()
+	lc.SendOnly = sendOnly
+	tx, err := Listen(b.Context(), lc, "rdma", nil, group, Config{FlowControl: FlowMin})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tx.Close() })
 	time.Sleep(20 * time.Millisecond)
 	waitReceivers(b, tx, 1)
 	total := (b.N + batchLen - 1) / batchLen * batchLen
