@@ -41,6 +41,13 @@
 // A program that reads only now and then has its repairs served up to that
 // much later.
 //
+// A publisher that does not read the group listens send-only
+// (rdmanet.ListenConfig{SendOnly: true}): it still hears NAKs and status,
+// which come by unicast. As a member, on the software backend, it gets
+// every datagram it multicasts back from the kernel and, reading for NAKs,
+// wakes for each one only to drop it: BenchmarkThroughputBatch measured
+// 0.56x the plain conn's batches as a member, 0.94x send-only (64 B).
+//
 // # Repair
 //
 // A receiver finds a gap when a datagram arrives past one it lacks, or
