@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"sync"
@@ -33,6 +32,7 @@ type Conn struct {
 
 	snd sender
 	rcv receiver
+	rx  rxState // who reads the underlying conn: rx.go
 
 	stats counters
 
@@ -117,6 +117,7 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 	}
 	rc.snd.init(rc)
 	rc.rcv.init(rc)
+	rc.rx.init(rc)
 	rc.readTimer = time.AfterFunc(time.Hour, rc.rcv.wake)
 	rc.readTimer.Stop()
 	rc.wg.Add(2)
@@ -173,7 +174,9 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	if c.closing.Load() {
 		return c.opError("set", nil, net.ErrClosed)
 	}
-	c.readDL.Store(unixNanos(t))
+	dl := unixNanos(t)
+	c.readDL.Store(dl)
+	c.rxSetDeadline(dl)
 	c.rcv.wake()
 	return nil
 }
@@ -212,6 +215,8 @@ func (c *Conn) opError(op string, addr net.Addr, err error) error {
 func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	c.rxEnter()
+	defer c.rxLeave()
 	for {
 		n, from, loss, ok := c.rcv.next(b)
 		if ok {
@@ -220,7 +225,7 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 			}
 			return n, from, nil
 		}
-		if err := c.waitRead(); err != nil {
+		if err := c.waitRead(false); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -244,6 +249,8 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 	}
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	c.rxEnter()
+	defer c.rxLeave()
 	for {
 		k, from, loss := c.rcv.nextBatch(ms)
 		if loss != nil {
@@ -253,25 +260,31 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 		if k > 0 {
 			return k, nil
 		}
-		if err := c.waitRead(); err != nil {
+		if err := c.waitRead(true); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// waitRead waits for the receive loop to ready a message, for the read
-// deadline or for Close, with c.readMu held.
-func (c *Conn) waitRead() error {
+// waitRead waits for a message to be ready, for the read deadline or for
+// Close, with c.readMu held: by reading the underlying conn itself when
+// it holds it (rx.go), else for the receive loop to ready one (and hand
+// the underlying conn over). The caller looks again after it. batch: the
+// caller is ReadBatch, which takes every datagram there.
+func (c *Conn) waitRead(batch bool) error {
 	if c.closing.Load() {
 		return c.opError("read", nil, net.ErrClosed)
 	}
+	dl := c.readDL.Load()
+	if dl != 0 && dl-time.Now().UnixNano() <= 0 {
+		return c.opError("read", nil, os.ErrDeadlineExceeded)
+	}
+	if c.rxTake() {
+		return c.readInline(batch)
+	}
 	timed := false
-	if dl := c.readDL.Load(); dl != 0 {
-		d := time.Duration(dl - time.Now().UnixNano())
-		if d <= 0 {
-			return c.opError("read", nil, os.ErrDeadlineExceeded)
-		}
-		c.readTimer.Reset(d)
+	if dl != 0 {
+		c.readTimer.Reset(time.Duration(dl - time.Now().UnixNano()))
 		timed = true
 	}
 	// One channel: the receive loop, the deadline's timer, SetReadDeadline
@@ -332,6 +345,7 @@ func (c *Conn) WriteBatch(ms [][]byte) (int, error) {
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
+		c.rxGiveBack(c.now(), true) // the receive loop hears the receivers while lingering
 		c.snd.linger()
 		close(c.closed)
 		c.kickTimers()
@@ -343,40 +357,9 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
-// recvBatch is how many datagrams the receive loop takes from the
-// rdmanet conn at a time (one completion-queue poll for the batch).
+// recvBatch is how many datagrams are taken from the rdmanet conn at a
+// time (one completion-queue poll for the batch).
 const recvBatch = 32
-
-// receiveLoop reads the underlying conn and runs the protocol: data into
-// the receive windows, NAKs and status into the sender.
-func (c *Conn) receiveLoop() {
-	defer c.wg.Done()
-	var h header
-	ms := make([]rdmanet.Message, recvBatch)
-	buf := make([]byte, recvBatch*c.mtu)
-	for i := range ms {
-		ms[i].Buffer = buf[i*c.mtu : (i+1)*c.mtu]
-	}
-	for {
-		n, err := c.conn.ReadBatch(ms)
-		for i := range ms[:n] {
-			if !ms[i].Truncated {
-				c.handle(ms[i].Buffer[:ms[i].N], ms[i].Addr, &h)
-			}
-		}
-		c.rcv.flush()
-		if err != nil {
-			if c.closing.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			select {
-			case <-c.closed:
-				return
-			default:
-			}
-		}
-	}
-}
 
 func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
 	if c.dropHook != nil && c.dropHook(b) {
@@ -446,6 +429,9 @@ func (c *Conn) timerLoop() {
 		now := c.now()
 		next := c.rcv.tick(now)
 		if n := c.snd.tick(now); n < next {
+			next = n
+		}
+		if n := c.rxGiveBack(now, false); n != 0 && n < next {
 			next = n
 		}
 		d := next - c.now()

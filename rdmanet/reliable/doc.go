@@ -27,6 +27,27 @@
 // same order as one at a time; a loss report comes out of ReadBatch alone,
 // as its error, at its place in the stream.
 //
+// # Reading
+//
+// A conn runs its protocol (data into the receive windows, NAKs and status
+// into the sender) on whichever goroutine reads the rdmanet conn. While a
+// ReadFrom or ReadBatch waits, that is the reader itself: a datagram wakes
+// the goroutine that delivers it and nothing else, one wake-up per message
+// as with a plain conn. While nobody reads, a receive loop does it, so
+// that a conn that only writes still hears NAKs and status; the receive
+// loop hands the rdmanet conn to a reader that waits (after the next
+// datagram) and takes it back when the reader has stayed away for 200 µs,
+// at the timer goroutine's next tick (within StatusInterval), or at Close.
+// A program that reads only now and then has its repairs served up to that
+// much later.
+//
+// A publisher that does not read the group listens send-only
+// (rdmanet.ListenConfig{SendOnly: true}): it still hears NAKs and status,
+// which come by unicast. As a member, on the software backend, it gets
+// every datagram it multicasts back from the kernel and, reading for NAKs,
+// wakes for each one only to drop it: BenchmarkThroughputBatch measured
+// 0.56x the plain conn's batches as a member, 0.94x send-only (64 B).
+//
 // # Repair
 //
 // A receiver finds a gap when a datagram arrives past one it lacks, or

@@ -849,12 +849,15 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		return DropTooLong
 	}
 	src := c.names[i].Addr
+	// Own multicast looped back by the kernel is dropped before the ICRC
+	// is computed: a sender that also receives (a reliable conn, for its
+	// NAKs) would otherwise check every datagram it sent.
+	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
+		return DropSelf
+	}
 	id, df, ok := c.checkICRC(&v, src, ntohs(c.names[i].Port), meta.dst, n)
 	if !ok {
 		return DropBadICRC
-	}
-	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
-		return DropSelf
 	}
 	if h.HasImm() {
 		v.copyOut(body[:plen], maxHdrSize)

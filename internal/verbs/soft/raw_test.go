@@ -23,11 +23,14 @@ type rawSender struct {
 	noDF  bool // datagrams sealed for DF clear (the socket's DF is on anyway)
 }
 
-func newRawSender(t *testing.T) *rawSender {
+func newRawSender(t *testing.T) *rawSender { return newRawSenderFrom(t, [4]byte{127, 0, 0, 1}) }
+
+// newRawSenderFrom is newRawSender bound to src (a 127/8 address).
+func newRawSenderFrom(t *testing.T, src [4]byte) *rawSender {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(fd) })
-	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Addr: src}))
 	lo, err := net.InterfaceByName("lo")
 	require.NoError(t, err)
 	require.NoError(t, unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF,
@@ -140,6 +143,31 @@ func testRawBadPackets(t *testing.T, addrOnly bool) {
 	r.send(t, r.datagram(good, []byte("last"), group), group)
 	wcs = a.recv(1, 2*time.Second)
 	require.Len(t, wcs, 1)
+}
+
+// TestSelfDroppedBeforeICRC: with BlockSelfMulticastLoopback, a datagram
+// from the QP's own address and QPN is dropped as its own before the ICRC
+// is computed (a corrupted ICRC counts as Self, not BadICRC): a sender
+// that also receives does not pay an ICRC check per datagram it sent.
+func TestSelfDroppedBeforeICRC(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	a.postRecvs(0, 4)
+	a.join("239.201.9.21", false)
+	group := [4]byte{239, 201, 9, 21}
+	r := newRawSenderFrom(t, a.qp.UnicastIP())
+	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
+	dg := r.datagram(h, []byte("own, bad icrc"), group)
+	dg[len(dg)-1] ^= 0x5A
+	r.send(t, dg, group)
+	// Then a valid one from elsewhere: once it is read, the first was
+	// handled (one socket, in order).
+	o := newRawSender(t)
+	h.SrcQPN ^= 1
+	o.send(t, o.datagram(h, []byte("another QP's"), group), group)
+	wcs := a.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	assert.Equal(t, []byte("another QP's"), a.buf(wcs[0])[verbs.GRHSize:])
+	assert.Equal(t, soft.Drops{Self: 1}, a.qp.Drops())
 }
 
 // TestBareReadsFollowMembership: a GRHAddressesOnly QP reads its

@@ -1,0 +1,105 @@
+package reliable
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// rxOwnerOf is who reads c's underlying conn.
+func rxOwnerOf(c *Conn) rxOwner {
+	c.rx.mu.Lock()
+	defer c.rx.mu.Unlock()
+	return c.rx.owner
+}
+
+// A reader takes the underlying conn over; once it stops reading, the
+// receive loop gets it back and the conn's sending half still answers
+// NAKs: a conn that read one message and then only writes repairs what
+// its receiver lost, and Close still lingers for it.
+func TestReaderHandsConnBack(t *testing.T) {
+	group := newGroup()
+	a := listenT(t, group, Config{})
+	b := listenT(t, group, Config{})
+	c := listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%7 == 3 }))
+	time.Sleep(20 * time.Millisecond)
+
+	// a reads one message of b's, and a second read waits: a reads its
+	// conn itself while it waits.
+	msg := make([]byte, 64)
+	_, err := b.WriteTo(payload(msg, 0), group)
+	require.NoError(t, err)
+	buf := make([]byte, 1024)
+	for _, r := range []*Conn{a, c} {
+		r.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _, err = r.ReadFrom(buf)
+		require.NoError(t, err)
+	}
+	a.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := a.ReadFrom(buf)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.rx.mu.Lock()
+		owner, blocked := a.rx.owner, a.rx.blocked
+		a.rx.mu.Unlock()
+		if blocked {
+			require.Equal(t, rxReader, owner)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the reader did not read the conn itself in 5 s")
+		time.Sleep(100 * time.Microsecond)
+	}
+	require.ErrorIs(t, <-done, os.ErrDeadlineExceeded)
+
+	// a reads no more: the receive loop takes its conn back.
+	deadline = time.Now().Add(5 * time.Second)
+	for rxOwnerOf(a) != rxLoop {
+		require.True(t, time.Now().Before(deadline), "the receive loop did not get the conn back in 5 s")
+		time.Sleep(time.Millisecond)
+	}
+
+	// a writes; c loses every 7th datagram and NAKs a, whose app never
+	// reads again: its receive loop serves the repairs.
+	const count = 500
+	errc := make(chan error, 1)
+	go func() {
+		_, err := readAll(c, count, 64, 5*time.Second)
+		errc <- err
+	}()
+	for i := uint64(0); i < count; i++ {
+		_, err := a.WriteTo(payload(msg, i), group)
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-errc)
+	require.NotZero(t, c.Stats().NAKsSent)
+	require.NotZero(t, a.Stats().RepairsMulticast)
+	require.Zero(t, c.Stats().LossesReported)
+}
+
+// A publisher that joins send-only (rdmanet.ListenConfig.SendOnly) does
+// not receive the group, its own multicast included, and still hears
+// NAKs and status by unicast: receivers that lose datagrams get every
+// message once and in order, repaired.
+func TestSendOnlySender(t *testing.T) {
+	group := newGroup()
+	rx := []*Conn{
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%11 == 4 })),
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%17 == 9 })),
+	}
+	lc := testListenConfig()
+	lc.SendOnly = true
+	tx, err := Listen(t.Context(), lc, "rdma", nil, group, Config{FlowControl: FlowMin})
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Close() })
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 2)
+	sendAll(t, tx, group, rx, 2000, 64, 5*time.Second)
+	require.NotZero(t, tx.Stats().NAKsReceived)
+	require.NotZero(t, tx.Stats().RepairsMulticast)
+}
