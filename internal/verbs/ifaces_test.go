@@ -38,7 +38,8 @@ func parseDir(t *testing.T, dir string) []*ast.File {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(names) == 0 {
-		if _, serr := os.Stat(dir); serr != nil {
+		if _, serr := os.Stat("ifaces_test.go"); serr != nil {
+			// the test binary runs without its package's source (the rxe VM)
 			t.Skip("needs the source tree (go test in the repository; not in the rxe VM)")
 		}
 		t.Fatalf("no Go files in %s: %v", dir, err)
