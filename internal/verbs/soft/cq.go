@@ -157,12 +157,9 @@ type recvCQ struct {
 	kick      atomic.Pointer[func()]
 	watch     *os.File
 	watchDone chan struct{}
-	// narrow: the waiter sleeps on the multicast socket (kick it for
-	// unicast), and the sets are arranged for that (setMode changes it);
-	// wide: waits left that sleep on the epoll set, set by a unicast
-	// datagram.
-	narrow atomic.Bool
-	wide   atomic.Int32
+	// mode: where the waiter sleeps, narrow or wide (sleepmode.go), and
+	// what the sets are arranged for (setMode changes them).
+	mode sleepMode
 	// uniPending: the unicast socket may hold datagrams that Poll,
 	// reading narrow, must look for (the watch saw some, or the mode
 	// just became narrow).
@@ -305,25 +302,14 @@ type recvChannel recvCQ
 
 func (ch *recvChannel) Fd() int { return ch.wideFd }
 
-// wideWaits is how many waits after a unicast datagram sleep on the epoll
-// set, which a unicast datagram wakes directly; sleeping narrow, each
-// would cost a kick (a goroutine hand-off and two deadline changes,
-// about 3 µs on the test machine).
-const wideWaits = 64
-
 // sleepNarrow says whether the waiter sleeps on the multicast socket: yes
-// unless a unicast datagram came within the last wideWaits waits. Only the
-// waiter calls it, before each sleep.
+// unless a unicast datagram came within the last wideWaits waits
+// (sleepMode). Only the waiter calls it, before each sleep.
 func (c *recvCQ) sleepNarrow() bool {
-	want := true
-	if c.wide.Load() > 0 {
-		c.wide.Add(-1)
-		want = false
+	if want := c.mode.next(); want != c.mode.state.Load() {
+		c.setMode(want == modeNarrow)
 	}
-	if want != c.narrow.Load() {
-		c.setMode(want)
-	}
-	return c.narrow.Load()
+	return c.mode.narrow()
 }
 
 // setMode points the channel set and the unicast watch's set at sleeping
@@ -357,8 +343,10 @@ func (c *recvCQ) setMode(narrow bool) {
 		// What came while the waiter slept wide is read by Poll
 		// before the next narrow sleep.
 		c.uniPending.Store(true)
+		c.mode.set(modeNarrow)
+	} else {
+		c.mode.set(modeWide)
 	}
-	c.narrow.Store(narrow)
 }
 
 // epollSet adds fd to epfd for EPOLLIN, or takes it out.
@@ -409,7 +397,7 @@ func (c *recvCQ) watchUnicast(rc syscall.RawConn, done chan struct{}) {
 	defer close(done)
 	evs := make([]unix.EpollEvent, 1)
 	rc.Read(func(fd uintptr) bool {
-		if n, _ := epollWait(int(fd), evs); n > 0 && c.narrow.Load() {
+		if n, _ := epollWait(int(fd), evs); n > 0 && c.mode.narrow() {
 			c.uniPending.Store(true)
 			c.kickWaiter()
 		}
@@ -494,7 +482,7 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	switch woken := c.woken.Load() && c.woken.Swap(false); { // no locked op when unset
 	case woken:
 		p = c.planWoken()
-	case c.narrow.Load():
+	case c.mode.narrow():
 		p = c.planNarrow(turn)
 	default:
 		if p, err = c.planWide(turn); err != nil {
@@ -608,7 +596,7 @@ func (c *recvCQ) read(p *pollPlan, wcs []verbs.WC) (int, error) {
 func (c *recvCQ) learn(p *pollPlan, sock, got int) {
 	c.last = sock
 	if sock == 1 {
-		c.wide.Store(wideWaits)
+		c.mode.heard()
 	}
 	switch {
 	case p.probing && sock == 0:
