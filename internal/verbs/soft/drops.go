@@ -67,7 +67,7 @@ func DropsOf(qp verbs.QP) (d Drops, ok bool) {
 }
 
 func (q *QP) overflowCount() uint64 {
-	return uint64(q.sockDrops[0].Load()) + uint64(q.sockDrops[1].Load())
+	return uint64(q.mcOverflow()) + uint64(q.sockDrops[1].Load())
 }
 
 // noteSockDrops records a socket's cumulative sk_drops.
