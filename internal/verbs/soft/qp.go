@@ -84,7 +84,8 @@ func (q *QP) MaxInline() int { return maxInline }
 
 // LoopbackBlocked reports whether the QP drops its own multicast sends
 // coming back to it (asked for with BlockSelfMulticastLoopback: it drops
-// datagrams whose source address and DETH source QP are its own).
+// datagrams whose source address and DETH source QP are its own, in the
+// kernel with a socket filter where it can: selffilter.go).
 func (q *QP) LoopbackBlocked() bool { return q.blockSelf }
 
 // SendCQ is the send CQ; its channel has no fd.
