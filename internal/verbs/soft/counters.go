@@ -15,7 +15,8 @@ import (
 // datagrams are the namespace's UDP datagrams to port 4791, and the
 // kernel's UDP layer is what drops them when a socket buffer is full
 // (UdpRcvbufErrors, also counted in UdpInErrors) or memory runs short
-// (UdpMemErrors). The counts are the namespace's, shared by every socket
+// (UdpMemErrors). UdpInErrors also counts the own multicast that a
+// BlockSelfMulticastLoopback QP's socket filter drops (selffilter.go). The counts are the namespace's, shared by every socket
 // in it, as a port's are shared by every QP on it; what this QP's own
 // sockets dropped is exact in its drop counters (Drops.Overflow, from
 // sk_drops). The MIB comes from /proc/thread-self/net/snmp, which shows

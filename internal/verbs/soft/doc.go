@@ -96,6 +96,12 @@
 // last join or leave. Those reads are bare, with no control messages,
 // and IP_RECVORIGDSTADDR is switched off meanwhile; other QPs also get
 // IP_TTL and IP_TOS.
+// A QP made with BlockSelfMulticastLoopback has a classic BPF socket
+// filter on its multicast socket that drops, in the kernel, the copies of
+// its own multicast the kernel loops back (source address and port 4791
+// its own, DETH source QP its QPN: selffilter.go), so they neither wake
+// nor cost a read; the same check in Go drops what passes a kernel
+// without socket filters.
 // Datagrams that fail are dropped and counted (QP.Drops); their buffers
 // stay posted. With no receive posted, datagrams wait in the socket buffer
 // and the kernel drops the overflow, counted as Drops.Overflow.

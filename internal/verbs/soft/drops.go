@@ -23,7 +23,9 @@ type Drops struct {
 	// Overflow counts datagrams the kernel dropped because the socket
 	// buffer was full: they found no posted receive for too long. It is
 	// the sockets' sk_drops, from SO_RXQ_OVFL on received datagrams and
-	// from SO_MEMINFO when Drops or DropCounts is called.
+	// from SO_MEMINFO when Drops or DropCounts is called, less the QP's
+	// own multicast that its self filter dropped (selffilter.go), which
+	// the kernel counts there too.
 	Overflow uint64
 }
 
@@ -67,7 +69,7 @@ func DropsOf(qp verbs.QP) (d Drops, ok bool) {
 }
 
 func (q *QP) overflowCount() uint64 {
-	return uint64(q.sockDrops[0].Load()) + uint64(q.sockDrops[1].Load())
+	return uint64(q.mcOverflow()) + uint64(q.sockDrops[1].Load())
 }
 
 // noteSockDrops records a socket's cumulative sk_drops.

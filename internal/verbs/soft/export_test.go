@@ -65,3 +65,14 @@ func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 // WakeRecvCQ tells q's receive CQ, as its waiter does, that its fd just
 // woke the wait.
 func WakeRecvCQ(q *QP) { q.rcq.woken.Store(true) }
+
+// SelfFiltered reports whether q's multicast socket has the self filter.
+func SelfFiltered(q *QP) bool { return q.selfFilter }
+
+// NoSelfFilter makes new QPs go without the self filter, as where the
+// kernel refuses it, until restore is called.
+func NoSelfFilter() (restore func()) {
+	old := attachSelfFilter
+	attachSelfFilter = func(int, [4]byte, uint32) bool { return false }
+	return func() { attachSelfFilter = old }
+}

@@ -58,6 +58,14 @@ type QP struct {
 	// because the socket buffer was full.
 	sockDrops [2]atomic.Uint32
 
+	// The self filter (selffilter.go): whether the multicast socket has
+	// it, its groups as the send path sees them, how many sent datagrams
+	// it dropped, and the multicast Overflow last reported.
+	selfFilter bool
+	selfGroups selfGroups
+	selfLooped atomic.Uint32
+	mcShown    atomic.Uint32
+
 	fault qpFault // the error state, the device counters' base (reset.go)
 }
 
@@ -76,7 +84,8 @@ func (q *QP) MaxInline() int { return maxInline }
 
 // LoopbackBlocked reports whether the QP drops its own multicast sends
 // coming back to it (asked for with BlockSelfMulticastLoopback: it drops
-// datagrams whose source address and DETH source QP are its own).
+// datagrams whose source address and DETH source QP are its own, in the
+// kernel with a socket filter where it can: selffilter.go).
 func (q *QP) LoopbackBlocked() bool { return q.blockSelf }
 
 // SendCQ is the send CQ; its channel has no fd.
@@ -188,6 +197,9 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	// the kernel does not look at it for every datagram to port 4791.
 	if q.mcFd, err = udpSocket(mc); err != nil {
 		return nil, fmt.Errorf("multicast socket: %w", err)
+	}
+	if q.blockSelf {
+		q.selfFilter = attachSelfFilter(q.mcFd, q.unicast, q.qpn)
 	}
 	if err = q.sq.init(q, sdepth); err != nil {
 		return nil, err
@@ -340,6 +352,9 @@ func (q *QP) join(grp [4]byte, sendOnly bool) (bool, error) {
 	} else {
 		c.groups = append(c.groups, mcGroup{addr: grp, sendOnly: sendOnly})
 	}
+	if q.selfFilter {
+		q.selfGroups.store(c.groups)
+	}
 	c.membershipChanged()
 	return sendOnly, nil
 }
@@ -379,8 +394,16 @@ func (q *QP) leave(grp [4]byte) error {
 		return fmt.Errorf("not joined: %w", unix.EADDRNOTAVAIL)
 	}
 	if !c.groups[i].sendOnly {
+		if q.selfFilter {
+			// Before the membership goes: a datagram sent meanwhile is
+			// not counted as filtered (at worst an Overflow too many).
+			q.selfGroups.store(append(c.groups[:i:i], c.groups[i+1:]...))
+		}
 		mreq := &unix.IPMreqn{Multiaddr: grp, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
 		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP, mreq); err != nil {
+			if q.selfFilter {
+				q.selfGroups.store(c.groups)
+			}
 			return os.NewSyscallError("setsockopt IP_DROP_MEMBERSHIP", err)
 		}
 	}
@@ -862,6 +885,9 @@ func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 		}
 	}
 	q.send(s.gmsgs[:nr], s.runs)
+	if q.selfFilter {
+		q.noteSelfLooped(len(wrs))
+	}
 	for i := range wrs {
 		s.iov[i][1] = unix.Iovec{} // keep no caller's inline buffer alive
 	}

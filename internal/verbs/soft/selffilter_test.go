@@ -1,0 +1,176 @@
+package soft_test
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// sendBatch sends n datagrams of 64 bytes to ah/qpn, a batch of up to
+// nBufs at a time, and checks their completions.
+func (e *endpoint) sendBatch(ah verbs.AH, qpn uint32, n int) {
+	e.t.Helper()
+	wrs := make([]verbs.SendWR, 0, nBufs)
+	wcs := make([]verbs.WC, nBufs)
+	for sent := 0; sent < n; {
+		wrs = wrs[:0]
+		for i := 0; i < nBufs && sent+i < n; i++ {
+			wrs = append(wrs, verbs.SendWR{WRID: uint64(sent + i), SGE: e.sendSGE(i, 64), AH: ah, RemoteQPN: qpn,
+				RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled})
+		}
+		k, err := e.qp.PostSend(wrs)
+		require.NoError(e.t, err)
+		require.Equal(e.t, len(wrs), k)
+		got := 0
+		for got < k {
+			m, err := e.qp.SendCQ().Poll(wcs)
+			require.NoError(e.t, err)
+			for _, wc := range wcs[:m] {
+				require.Equal(e.t, verbs.WCSuccess, wc.Status)
+			}
+			got += m
+		}
+		sent += k
+	}
+}
+
+// recvAll receives n datagrams on e, reposting each buffer.
+func (e *endpoint) recvAll(n int, timeout time.Duration) int {
+	e.t.Helper()
+	wcs := make([]verbs.WC, nBufs)
+	got := 0
+	deadline := time.Now().Add(timeout)
+	for got < n && time.Now().Before(deadline) {
+		k, err := e.qp.RecvCQ().Poll(wcs)
+		require.NoError(e.t, err)
+		for _, wc := range wcs[:k] {
+			require.Equal(e.t, verbs.WCSuccess, wc.Status)
+			e.postRecvs(int(wc.WRID), 1)
+		}
+		got += k
+		if k == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return got
+}
+
+// TestSelfFilterDropsOwnMulticast: a BlockSelfMulticastLoopback QP that
+// sends to a group it is a member of never gets its own datagrams on its
+// multicast socket (the kernel's filter drops them: DropSelf stays 0, and
+// they do not show as Overflow), while a peer QP on the same host gets
+// every one, and the peer's datagrams and unicast reach the QP.
+func TestSelfFilterDropsOwnMulticast(t *testing.T) {
+	const n = 300
+	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	b := newEndpoint(t, verbs.QPConfig{})
+	require.True(t, soft.SelfFiltered(a.qp), "the self filter was not attached")
+	assert.False(t, soft.SelfFiltered(b.qp), "a QP that takes its own loopback has no filter")
+	a.postRecvs(0, nBufs)
+	b.postRecvs(0, nBufs)
+	m, ah := a.join("239.201.15.1", false)
+	_, bah := b.join("239.201.15.1", false)
+
+	a.sendBatch(ah, m.RemoteQPN, n)
+	a.send(ah, m.RemoteQPN, []byte("lone"), 0, 0) // sendto, not sendmmsg
+	assert.Equal(t, n+1, b.recvAll(n+1, 5*time.Second), "the peer gets every datagram")
+	assert.Empty(t, a.recv(1, 50*time.Millisecond))
+	assert.Equal(t, soft.Drops{}, a.qp.Drops(), "own datagrams reached the socket, or show as drops")
+
+	// The peer's multicast and unicast still pass the filter.
+	b.sendBatch(bah, m.RemoteQPN, n)
+	assert.Equal(t, n, a.recvAll(n, 5*time.Second), "the QP gets every datagram of the peer")
+	b.unicastTo(a, []byte("unicast"))
+	assert.Equal(t, soft.Drops{}, a.qp.Drops())
+	assert.Equal(t, soft.Drops{}, b.qp.Drops())
+}
+
+// TestSelfFilterWithout: where the filter cannot be attached the QP goes
+// on without it, and the user-space check drops its own datagrams.
+func TestSelfFilterWithout(t *testing.T) {
+	restore := soft.NoSelfFilter()
+	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	restore()
+	require.False(t, soft.SelfFiltered(a.qp))
+	a.postRecvs(0, nBufs)
+	m, ah := a.join("239.201.15.2", false)
+	a.sendBatch(ah, m.RemoteQPN, 10)
+	assert.Empty(t, a.recv(1, 100*time.Millisecond))
+	assert.Equal(t, soft.Drops{Self: 10}, a.qp.Drops())
+}
+
+// TestSelfFilterPassesOthersAtOwnAddress: the filter drops only what has
+// the QP's address, port 4791 and QPN. A datagram from the QP's address
+// and port with another QPN (as from another QP sharing a netdev's
+// address) passes and is received; one from its address, another port
+// and its own QPN passes the filter and is dropped by the user-space
+// check (Self); one shorter than a DETH from its address and port passes
+// and counts as Truncated. The IPv4 source the filter reads at
+// SKF_NET_OFF and the UDP port at offset 0 are checked here: a filter
+// reading either wrong drops all four or none.
+func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	require.True(t, soft.SelfFiltered(a.qp))
+	a.postRecvs(0, 4)
+	a.join("239.201.15.3", false)
+	group := [4]byte{239, 201, 15, 3}
+	src := a.qp.UnicastIP()
+
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: src}))
+	require.NoError(t, unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO))
+	other := newRawSenderFrom(t, src) // own address, another port
+
+	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
+	send := func(fd int, dg []byte) {
+		require.NoError(t, unix.Sendto(fd, dg, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: group}))
+	}
+	// Own address and port, own QPN: the filter's.
+	send(fd, datagramFrom(t, h, []byte("own"), src, soft.UDPPort, group))
+	// Own address and port, too short for a DETH.
+	send(fd, []byte("short"))
+	// Own address, another port, own QPN.
+	send(other.fd, datagramFrom(t, h, []byte("own, other port"), src, other.sport, group))
+	// Own address and port, another QPN.
+	h.SrcQPN ^= 1
+	send(fd, datagramFrom(t, h, []byte("another QP"), src, soft.UDPPort, group))
+
+	wcs := a.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	assert.Equal(t, []byte("another QP"), a.buf(wcs[0])[verbs.GRHSize:])
+	assert.Equal(t, a.qp.QPN()^1, wcs[0].SrcQP)
+	// The first, which the QP did not send, is the kernel's drop: the
+	// filter's drops count in sk_drops, less only the QP's own sends.
+	assert.Equal(t, soft.Drops{Self: 1, Truncated: 1, Overflow: 1}, a.qp.Drops())
+}
+
+// datagramFrom builds a UD SEND_ONLY datagram to group with the ICRC of an
+// IPv4 header from src:sport with ID 0 and DF.
+func datagramFrom(t *testing.T, h soft.Header, payload []byte, src [4]byte, sport uint16, group [4]byte) []byte {
+	h.PadCnt = uint8(soft.PadFor(len(payload)))
+	d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+	copy(d[h.Encode(d):], payload)
+	pkt := make([]byte, 28+len(d))
+	pkt[0], pkt[6], pkt[9] = 0x45, 0x40, unix.IPPROTO_UDP
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	copy(pkt[12:], src[:])
+	copy(pkt[16:], group[:])
+	binary.BigEndian.PutUint16(pkt[20:], sport)
+	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
+	copy(pkt[28:], d)
+	crc, err := soft.ICRC(pkt)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
+	return d
+}
