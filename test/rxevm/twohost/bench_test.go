@@ -38,6 +38,14 @@ const (
 	// here), so that the reader polls for the whole wait, as polling
 	// ib_send_lat does: the comparison with the same resources.
 	benchSpinRTT = 2 * time.Millisecond
+	// The rate rows' queues, the same on both sides of the comparison:
+	// benchRecvDepth receives posted (the rate helper's -depth,
+	// ib_send_bw's --rx-depth); the sender's queue benchSendDepth deep
+	// (rdmanet's default SendDepth, ib_send_bw's --tx-depth) with one send
+	// in benchSendDepth/4 signaled (rdmanet's signalEvery in
+	// rdmanet/send.go, ib_send_bw's --cq-mod).
+	benchRecvDepth = 2048
+	benchSendDepth = 256
 )
 
 // benchCase is one row of the table: a measure and the perftest baseline
@@ -83,11 +91,20 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpinRTT) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpinRTT) }},
-			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n) }},
-			benchCase{"rdmanet WriteTo/ReadFrom (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1) }},
-			benchCase{"rdmanet batches of 32 (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32) }},
+			// The rates, each beside the ib_send_bw with its resources:
+			// an event-driven receiver (Spin 0) beside -e, a spinning one
+			// beside polling; both with benchRecvDepth receives posted and
+			// the sender's queue as rdmanet's (see perftestBW).
+			benchCase{"ib_send_bw -c UD -e (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, true) }},
+			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0) }},
+			benchCase{"rdmanet batches of 32, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT) }},
+			benchCase{"rdmanet batches of 32, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT) }},
 		)
 	}
 	if only := os.Getenv("RDMANET_TEST_BENCH_ONLY"); only != "" {
@@ -285,9 +302,30 @@ func (s *site) perftestLat(t *testing.T, size int, events bool) float64 {
 }
 
 // perftestBW: ib_send_bw's message rate at the receiver (the server), in
-// msgs/s.
-func (s *site) perftestBW(t *testing.T, size int) float64 {
-	_, server := s.perftest(t, "ib_send_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(benchBWIters))
+// msgs/s; with events, both sides sleep on their CQs' completion channels
+// (-e), else they poll. Its queues are set to rdmanet's in flood: rx
+// depth benchRecvDepth, tx depth benchSendDepth, a completion every
+// benchSendDepth/4 sends (perftest's defaults are 512, 128 and 100). The
+// depths and moderation perftest reports using are printed
+// (RXEVM-PERFTEST lines), as it may clamp them.
+func (s *site) perftestBW(t *testing.T, size int, events bool) float64 {
+	args := []string{"-s", strconv.Itoa(size), "-n", strconv.Itoa(benchBWIters),
+		"--rx-depth", strconv.Itoa(benchRecvDepth), "--tx-depth", strconv.Itoa(benchSendDepth),
+		"--cq-mod", strconv.Itoa(benchSendDepth / 4)}
+	if events {
+		args = append(args, "-e")
+	}
+	client, server := s.perftest(t, "ib_send_bw", args...)
+	for _, so := range [][2]string{{"client", client}, {"server", server}} {
+		side, out := so[0], so[1]
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && (strings.Contains(k, "depth") || strings.Contains(k, "CQ Moderation") || strings.Contains(k, "Mtu")) {
+				got = append(got, strings.TrimSpace(k)+"="+strings.TrimSpace(v))
+			}
+		}
+		fmt.Printf("RXEVM-PERFTEST ib_send_bw %s %s: %s\n", strings.Join(args, " "), side, strings.Join(got, ", "))
+	}
 	// #bytes #iterations BW-peak BW-average MsgRate[Mpps]
 	f := resultRow(t, server, size, 5)
 	v, err := strconv.ParseFloat(f[4], 64)
@@ -331,13 +369,19 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 }
 
 // flood: a sends benchBWIters messages flat out (one at a time or in
-// batches), b receives them the same way; b's receive rate in msgs/s.
-func (s *site) flood(t *testing.T, size, batch int) float64 {
+// batches), b receives them the same way with Spin spin and
+// benchRecvDepth receives posted; b's receive rate in msgs/s. The sender
+// has SendDepth benchSendDepth; its WriteTo polls the send CQ only when
+// its ring is full and then sleeps on the send CQ's channel (its waiter
+// does not spin, whatever Spin is), where polling ib_send_bw's client
+// busy-polls.
+func (s *site) flood(t *testing.T, size, batch int, spin time.Duration) float64 {
 	t.Helper()
 	g, _ := nextGroups()
 	s.helperOnPeer(t, "rate", "rate", "", "-group", g.IP.String(), "-batch", strconv.Itoa(batch),
-		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", "2048")
-	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", strconv.Itoa(benchRecvDepth),
+		"-spin", spin.String())
+	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true; lc.SendDepth = benchSendDepth })
 	defer c.Close()
 	dst, err := c.GroupAddr(g)
 	require.NoError(t, err)
@@ -361,7 +405,7 @@ func (s *site) flood(t *testing.T, size, batch int) float64 {
 	require.Len(t, l, 1, r.Output)
 	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
 	require.NoError(t, err, l[0])
-	fmt.Printf("flood %d B batch %d: %s\n", size, batch, l[0])
+	fmt.Printf("flood %d B batch %d spin %v: %s\n", size, batch, spin, l[0])
 	return v
 }
 
