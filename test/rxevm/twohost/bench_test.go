@@ -3,7 +3,6 @@ package twohost
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -112,20 +111,15 @@ func TestBenchTwoHost(t *testing.T) {
 		re := regexp.MustCompile(only)
 		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return c.baseline != "" && !re.MatchString(c.name) })
 	}
-	if os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "1" {
+	if p := os.Getenv("RDMANET_TEST_BENCH_PROFILE"); p == "1" || p == "both" {
 		// A CPU profile of this process (the asking side) over every
 		// round, printed base64 as RXEVM-PPROF lines: the VM has no other
-		// way out.
+		// way out. ("peer" or "both": the rate rows' receivers, in flood.)
 		var prof bytes.Buffer
 		require.NoError(t, pprof.StartCPUProfile(&prof))
 		defer func() {
 			pprof.StopCPUProfile()
-			b64 := base64.StdEncoding.EncodeToString(prof.Bytes())
-			for len(b64) > 0 {
-				k := min(len(b64), 76)
-				fmt.Printf("RXEVM-PPROF %s\n", b64[:k])
-				b64 = b64[k:]
-			}
+			printBase64("RXEVM-PPROF", prof.Bytes())
 		}()
 	}
 	key := func(name string, size int) string { return fmt.Sprintf("%s/%d", name, size) }
@@ -378,9 +372,16 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 func (s *site) flood(t *testing.T, size, batch int, spin time.Duration) float64 {
 	t.Helper()
 	g, _ := nextGroups()
-	s.helperOnPeer(t, "rate", "rate", "", "-group", g.IP.String(), "-batch", strconv.Itoa(batch),
+	args := []string{"-group", g.IP.String(), "-batch", strconv.Itoa(batch),
 		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", strconv.Itoa(benchRecvDepth),
-		"-spin", spin.String())
+		"-spin", spin.String()}
+	// RDMANET_TEST_BENCH_PROFILE=peer: the receiver's CPU profile, one per
+	// row and round, as RXEVM-PPROF-PEER lines tagged size-batch-spin.
+	profile := os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "peer" || os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "both"
+	if profile {
+		args = append(args, "-cpuprofile")
+	}
+	s.helperOnPeer(t, "rate", "rate", "", args...)
 	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true; lc.SendDepth = benchSendDepth })
 	defer c.Close()
 	dst, err := c.GroupAddr(g)
@@ -406,6 +407,14 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration) float64 
 	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
 	require.NoError(t, err, l[0])
 	fmt.Printf("flood %d B batch %d spin %v: %s\n", size, batch, spin, l[0])
+	if profile {
+		tag := fmt.Sprintf("RXEVM-PPROF-PEER %d-%d-%v", size, batch, spin)
+		for _, p := range r.Lines("PPROF ") {
+			if b, ok := strings.CutPrefix(p, "PPROF "); ok {
+				fmt.Println(tag, b)
+			}
+		}
+	}
 	return v
 }
 

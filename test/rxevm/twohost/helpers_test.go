@@ -6,7 +6,9 @@ package twohost
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -15,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +53,9 @@ type helperFlags struct {
 	spin    time.Duration
 	gap     time.Duration
 	idle    time.Duration
+	// rate: a CPU profile of the receiving loop, printed base64 as
+	// PPROF lines after RESULT.
+	cpuprofile bool
 }
 
 func (h *helperFlags) listen(group *net.UDPAddr, sendOnly bool) (*rdmanet.Conn, error) {
@@ -73,6 +79,7 @@ func helperMain(role string, args []string) int {
 	fs.DurationVar(&h.spin, "spin", 0, "")
 	fs.DurationVar(&h.gap, "gap", time.Millisecond, "")
 	fs.DurationVar(&h.idle, "idle", 5*time.Second, "")
+	fs.BoolVar(&h.cpuprofile, "cpuprofile", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -379,6 +386,12 @@ func helperRate(h *helperFlags) error {
 	for i := range ms {
 		ms[i].Buffer = make([]byte, 4096)
 	}
+	var prof bytes.Buffer
+	if h.cpuprofile {
+		if err := pprof.StartCPUProfile(&prof); err != nil {
+			return err
+		}
+	}
 	fmt.Println("READY")
 	var first, last time.Time
 	got, firstBatch := 0, 0
@@ -405,7 +418,22 @@ func helperRate(h *helperFlags) error {
 		rate = float64(got-firstBatch) / secs
 	}
 	fmt.Printf("RESULT got=%d secs=%.3f msgs_per_s=%.0f\n", got, secs, rate)
+	if h.cpuprofile {
+		pprof.StopCPUProfile()
+		printBase64("PPROF", prof.Bytes())
+	}
 	return nil
+}
+
+// printBase64 prints b base64-encoded, 76 characters a line, each line
+// prefix and a space first: the way out of the VM for a profile.
+func printBase64(prefix string, b []byte) {
+	b64 := base64.StdEncoding.EncodeToString(b)
+	for len(b64) > 0 {
+		k := min(len(b64), 76)
+		fmt.Printf("%s %s\n", prefix, b64[:k])
+		b64 = b64[k:]
+	}
 }
 
 // --- the test side --------------------------------------------------------------
