@@ -96,14 +96,22 @@ func TestBenchTwoHost(t *testing.T) {
 			// the sender's queue as rdmanet's (see perftestBW).
 			benchCase{"ib_send_bw -c UD -e (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, true) }},
 			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, false) }},
-			benchCase{"rdmanet WriteTo/ReadFrom, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0) }},
-			benchCase{"rdmanet batches of 32, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0) }},
-			benchCase{"rdmanet WriteTo/ReadFrom, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT) }},
-			benchCase{"rdmanet batches of 32, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0, false) }},
+			benchCase{"rdmanet batches of 32, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, unicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0, true) }},
+			benchCase{"rdmanet batches of 32, unicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0, true) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, multicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT, false) }},
+			benchCase{"rdmanet batches of 32, multicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, unicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT, true) }},
+			benchCase{"rdmanet batches of 32, unicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT, true) }},
 		)
 	}
 	if only := os.Getenv("RDMANET_TEST_BENCH_ONLY"); only != "" {
@@ -363,52 +371,65 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 }
 
 // flood: a sends benchBWIters messages flat out (one at a time or in
-// batches), b receives them the same way with Spin spin and
+// batches) to b's group or, with unicast, to b's conn (as ib_send_bw
+// does), and b receives them the same way with Spin spin and
 // benchRecvDepth receives posted; b's receive rate in msgs/s. The sender
-// has SendDepth benchSendDepth; its WriteTo polls the send CQ only when
-// its ring is full and then sleeps on the send CQ's channel (its waiter
-// does not spin, whatever Spin is), where polling ib_send_bw's client
-// busy-polls.
-func (s *site) flood(t *testing.T, size, batch int, spin time.Duration) float64 {
+// has SendDepth benchSendDepth; its WriteTo polls the send CQ once a
+// write and sleeps on the send CQ's channel only when its ring is full
+// (its waiter does not spin, whatever Spin is), where polling
+// ib_send_bw's client busy-polls. The loop does per message only what
+// ib_send_bw's does: a post (the payload is filled once, errors are
+// checked without require's per-call cost).
+func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast bool) float64 {
 	t.Helper()
 	g, _ := nextGroups()
 	args := []string{"-group", g.IP.String(), "-batch", strconv.Itoa(batch),
 		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", strconv.Itoa(benchRecvDepth),
 		"-spin", spin.String()}
 	// RDMANET_TEST_BENCH_PROFILE=peer: the receiver's CPU profile, one per
-	// row and round, as RXEVM-PPROF-PEER lines tagged size-batch-spin.
+	// row and round, as RXEVM-PPROF-PEER lines tagged
+	// size-batch-spin-multicast|unicast.
 	profile := os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "peer" || os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "both"
 	if profile {
 		args = append(args, "-cpuprofile")
 	}
-	s.helperOnPeer(t, "rate", "rate", "", args...)
+	ready := s.helperOnPeer(t, "rate", "rate", "", args...)
 	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true; lc.SendDepth = benchSendDepth })
 	defer c.Close()
-	dst, err := c.GroupAddr(g)
+	// WriteTo to the group as a *net.UDPAddr (the fast path for a stream
+	// to one group), WriteBatch to its Addr; unicast to b's conn.
+	var dst net.Addr = g
+	to, err := c.GroupAddr(g)
 	require.NoError(t, err)
+	kind := "multicast"
+	if unicast {
+		l := ready.Lines("READY")
+		require.NotEmpty(t, l)
+		to, err = rdmanet.ParseAddr(strings.TrimSpace(strings.TrimPrefix(l[0], "READY")))
+		require.NoError(t, err, l[0])
+		dst, kind = &to, "unicast"
+	}
 	ms := make([]rdmanet.Message, batch)
 	for i := range ms {
-		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: dst}
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: to}
+		message(ms[i].Buffer, uint64(i))
 	}
-	for seq := 0; seq < benchBWIters; seq += batch {
-		for i := range ms {
-			message(ms[i].Buffer, uint64(seq+i))
-		}
+	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
 		if batch == 1 {
-			_, err = c.WriteTo(ms[0].Buffer, g)
+			_, err = c.WriteTo(ms[0].Buffer, dst)
 		} else {
 			_, err = c.WriteBatch(ms)
 		}
-		require.NoError(t, err)
 	}
+	require.NoError(t, err)
 	r := s.waitPeer(t, "rate", 2*time.Minute)
 	l := r.Lines("RESULT")
 	require.Len(t, l, 1, r.Output)
 	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
 	require.NoError(t, err, l[0])
-	fmt.Printf("flood %d B batch %d spin %v: %s\n", size, batch, spin, l[0])
+	fmt.Printf("flood %d B batch %d spin %v %s: %s\n", size, batch, spin, kind, l[0])
 	if profile {
-		tag := fmt.Sprintf("RXEVM-PPROF-PEER %d-%d-%v", size, batch, spin)
+		tag := fmt.Sprintf("RXEVM-PPROF-PEER %d-%d-%v-%s", size, batch, spin, kind)
 		for _, p := range r.Lines("PPROF ") {
 			if b, ok := strings.CutPrefix(p, "PPROF "); ok {
 				fmt.Println(tag, b)
