@@ -223,12 +223,16 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// perftestTimeout bounds one perftest client run (a few seconds here).
+const perftestTimeout = time.Minute
+
 // perftest runs a perftest tool's server on the peer and its client here,
 // and returns the client's and the server's output.
 //
 // Under TCG perftest's clock calibration sometimes fails ("Correlation
-// coefficient r^2: ... < 0.9", "Can't produce a report"): such a run is
-// repeated, up to three times.
+// coefficient r^2: ... < 0.9", "Can't produce a report"), and a UD run
+// that lost messages never ends: such a run is repeated, up to three
+// times.
 func (s *site) perftest(t *testing.T, tool string, args ...string) (client, server string) {
 	t.Helper()
 	for try := 1; ; try++ {
@@ -236,7 +240,7 @@ func (s *site) perftest(t *testing.T, tool string, args ...string) (client, serv
 		if !again {
 			return client, server
 		}
-		fmt.Printf("%s %v: perftest could not calibrate its clock, again\n", tool, args)
+		fmt.Printf("%s %v: again (try %d)\n", tool, args, try+1)
 	}
 }
 
@@ -252,11 +256,18 @@ func (s *site) perftestOnce(t *testing.T, tool string, retry bool, args ...strin
 	r, err := s.agent.Wait(tool, "Waiting for client", 30*time.Second)
 	require.NoError(t, err)
 	require.True(t, r.Matched, "%s server on b:\n%s", tool, r.Output)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), perftestTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL"}, base...),
 		"-x", s.gidIndex, s.peer.String())...).CombinedOutput()
 	if retry && err != nil && bytes.Contains(out, []byte("Can't produce a report")) {
+		return "", "", true
+	}
+	if retry && err != nil && ctx.Err() != nil {
+		// UD loses what the receiver has no buffer for, and then
+		// ib_send_bw's server waits for the rest for ever, and its
+		// client at the closing handshake (seen once in ~30 runs).
+		fmt.Printf("%s %v: no exit within %v, again\n", tool, args, perftestTimeout)
 		return "", "", true
 	}
 	require.NoError(t, err, "%s client:\n%s", tool, out)
