@@ -3,7 +3,6 @@ package twohost
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -38,6 +37,14 @@ const (
 	// here), so that the reader polls for the whole wait, as polling
 	// ib_send_lat does: the comparison with the same resources.
 	benchSpinRTT = 2 * time.Millisecond
+	// The rate rows' queues, the same on both sides of the comparison:
+	// benchRecvDepth receives posted (the rate helper's -depth,
+	// ib_send_bw's --rx-depth); the sender's queue benchSendDepth deep
+	// (rdmanet's default SendDepth, ib_send_bw's --tx-depth) with one send
+	// in benchSendDepth/4 signaled (rdmanet's signalEvery in
+	// rdmanet/send.go, ib_send_bw's --cq-mod).
+	benchRecvDepth = 2048
+	benchSendDepth = 256
 )
 
 // benchCase is one row of the table: a measure and the perftest baseline
@@ -83,11 +90,28 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpinRTT) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpinRTT) }},
-			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n) }},
-			benchCase{"rdmanet WriteTo/ReadFrom (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1) }},
-			benchCase{"rdmanet batches of 32 (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
-				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32) }},
+			// The rates, each beside the ib_send_bw with its resources:
+			// an event-driven receiver (Spin 0) beside -e, a spinning one
+			// beside polling; both with benchRecvDepth receives posted and
+			// the sender's queue as rdmanet's (see perftestBW).
+			benchCase{"ib_send_bw -c UD -e (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, true) }},
+			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0, false) }},
+			benchCase{"rdmanet batches of 32, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, unicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0, true) }},
+			benchCase{"rdmanet batches of 32, unicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, 0, true) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, multicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT, false) }},
+			benchCase{"rdmanet batches of 32, multicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT, false) }},
+			benchCase{"rdmanet WriteTo/ReadFrom, unicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, benchSpinRTT, true) }},
+			benchCase{"rdmanet batches of 32, unicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT, true) }},
 		)
 	}
 	if only := os.Getenv("RDMANET_TEST_BENCH_ONLY"); only != "" {
@@ -95,20 +119,15 @@ func TestBenchTwoHost(t *testing.T) {
 		re := regexp.MustCompile(only)
 		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return c.baseline != "" && !re.MatchString(c.name) })
 	}
-	if os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "1" {
+	if p := os.Getenv("RDMANET_TEST_BENCH_PROFILE"); p == "1" || p == "both" {
 		// A CPU profile of this process (the asking side) over every
 		// round, printed base64 as RXEVM-PPROF lines: the VM has no other
-		// way out.
+		// way out. ("peer" or "both": the rate rows' receivers, in flood.)
 		var prof bytes.Buffer
 		require.NoError(t, pprof.StartCPUProfile(&prof))
 		defer func() {
 			pprof.StopCPUProfile()
-			b64 := base64.StdEncoding.EncodeToString(prof.Bytes())
-			for len(b64) > 0 {
-				k := min(len(b64), 76)
-				fmt.Printf("RXEVM-PPROF %s\n", b64[:k])
-				b64 = b64[k:]
-			}
+			printBase64("RXEVM-PPROF", prof.Bytes())
 		}()
 	}
 	key := func(name string, size int) string { return fmt.Sprintf("%s/%d", name, size) }
@@ -204,12 +223,16 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// perftestTimeout bounds one perftest client run (a few seconds here).
+const perftestTimeout = time.Minute
+
 // perftest runs a perftest tool's server on the peer and its client here,
 // and returns the client's and the server's output.
 //
 // Under TCG perftest's clock calibration sometimes fails ("Correlation
-// coefficient r^2: ... < 0.9", "Can't produce a report"): such a run is
-// repeated, up to three times.
+// coefficient r^2: ... < 0.9", "Can't produce a report"), and a UD run
+// that lost messages never ends: such a run is repeated, up to three
+// times.
 func (s *site) perftest(t *testing.T, tool string, args ...string) (client, server string) {
 	t.Helper()
 	for try := 1; ; try++ {
@@ -217,7 +240,7 @@ func (s *site) perftest(t *testing.T, tool string, args ...string) (client, serv
 		if !again {
 			return client, server
 		}
-		fmt.Printf("%s %v: perftest could not calibrate its clock, again\n", tool, args)
+		fmt.Printf("%s %v: again (try %d)\n", tool, args, try+1)
 	}
 }
 
@@ -233,11 +256,19 @@ func (s *site) perftestOnce(t *testing.T, tool string, retry bool, args ...strin
 	r, err := s.agent.Wait(tool, "Waiting for client", 30*time.Second)
 	require.NoError(t, err)
 	require.True(t, r.Matched, "%s server on b:\n%s", tool, r.Output)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), perftestTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL"}, base...),
 		"-x", s.gidIndex, s.peer.String())...).CombinedOutput()
 	if retry && err != nil && bytes.Contains(out, []byte("Can't produce a report")) {
+		return "", "", true
+	}
+	if retry && err != nil && ctx.Err() != nil {
+		// Now and then a UD ib_send_bw never ends here: its client
+		// reports and then waits at the closing handshake, most likely
+		// for a server still waiting for messages UD lost (a few times
+		// in ~60 runs).
+		fmt.Printf("%s %v: no exit within %v, again\n", tool, args, perftestTimeout)
 		return "", "", true
 	}
 	require.NoError(t, err, "%s client:\n%s", tool, out)
@@ -285,9 +316,30 @@ func (s *site) perftestLat(t *testing.T, size int, events bool) float64 {
 }
 
 // perftestBW: ib_send_bw's message rate at the receiver (the server), in
-// msgs/s.
-func (s *site) perftestBW(t *testing.T, size int) float64 {
-	_, server := s.perftest(t, "ib_send_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(benchBWIters))
+// msgs/s; with events, both sides sleep on their CQs' completion channels
+// (-e), else they poll. Its queues are set to rdmanet's in flood: rx
+// depth benchRecvDepth, tx depth benchSendDepth, a completion every
+// benchSendDepth/4 sends (perftest's defaults are 512, 128 and 100). The
+// depths and moderation perftest reports using are printed
+// (RXEVM-PERFTEST lines), as it may clamp them.
+func (s *site) perftestBW(t *testing.T, size int, events bool) float64 {
+	args := []string{"-s", strconv.Itoa(size), "-n", strconv.Itoa(benchBWIters),
+		"--rx-depth", strconv.Itoa(benchRecvDepth), "--tx-depth", strconv.Itoa(benchSendDepth),
+		"--cq-mod", strconv.Itoa(benchSendDepth / 4)}
+	if events {
+		args = append(args, "-e")
+	}
+	client, server := s.perftest(t, "ib_send_bw", args...)
+	for _, so := range [][2]string{{"client", client}, {"server", server}} {
+		side, out := so[0], so[1]
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && (strings.Contains(k, "depth") || strings.Contains(k, "CQ Moderation") || strings.Contains(k, "Mtu")) {
+				got = append(got, strings.TrimSpace(k)+"="+strings.TrimSpace(v))
+			}
+		}
+		fmt.Printf("RXEVM-PERFTEST ib_send_bw %s %s: %s\n", strings.Join(args, " "), side, strings.Join(got, ", "))
+	}
 	// #bytes #iterations BW-peak BW-average MsgRate[Mpps]
 	f := resultRow(t, server, size, 5)
 	v, err := strconv.ParseFloat(f[4], 64)
@@ -331,37 +383,71 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 }
 
 // flood: a sends benchBWIters messages flat out (one at a time or in
-// batches), b receives them the same way; b's receive rate in msgs/s.
-func (s *site) flood(t *testing.T, size, batch int) float64 {
+// batches) to b's group or, with unicast, to b's conn (as ib_send_bw
+// does), and b receives them the same way with Spin spin and
+// benchRecvDepth receives posted; b's receive rate in msgs/s. The sender
+// has SendDepth benchSendDepth; its WriteTo polls the send CQ once a
+// write and sleeps on the send CQ's channel only when its ring is full
+// (its waiter does not spin, whatever Spin is), where polling
+// ib_send_bw's client busy-polls. The loop does per message only what
+// ib_send_bw's does: a post (the payload is filled once, errors are
+// checked without require's per-call cost).
+func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast bool) float64 {
 	t.Helper()
 	g, _ := nextGroups()
-	s.helperOnPeer(t, "rate", "rate", "", "-group", g.IP.String(), "-batch", strconv.Itoa(batch),
-		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", "2048")
-	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	args := []string{"-group", g.IP.String(), "-batch", strconv.Itoa(batch),
+		"-n", strconv.Itoa(benchBWIters), "-idle", "1s", "-depth", strconv.Itoa(benchRecvDepth),
+		"-spin", spin.String()}
+	// RDMANET_TEST_BENCH_PROFILE=peer: the receiver's CPU profile, one per
+	// row and round, as RXEVM-PPROF-PEER lines tagged
+	// size-batch-spin-multicast|unicast.
+	profile := os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "peer" || os.Getenv("RDMANET_TEST_BENCH_PROFILE") == "both"
+	if profile {
+		args = append(args, "-cpuprofile")
+	}
+	ready := s.helperOnPeer(t, "rate", "rate", "", args...)
+	c := s.listen(t, g, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true; lc.SendDepth = benchSendDepth })
 	defer c.Close()
-	dst, err := c.GroupAddr(g)
+	// WriteTo to the group as a *net.UDPAddr (the fast path for a stream
+	// to one group), WriteBatch to its Addr; unicast to b's conn.
+	var dst net.Addr = g
+	to, err := c.GroupAddr(g)
 	require.NoError(t, err)
+	kind := "multicast"
+	if unicast {
+		l := ready.Lines("READY")
+		require.NotEmpty(t, l)
+		to, err = rdmanet.ParseAddr(strings.TrimSpace(strings.TrimPrefix(l[0], "READY")))
+		require.NoError(t, err, l[0])
+		dst, kind = &to, "unicast"
+	}
 	ms := make([]rdmanet.Message, batch)
 	for i := range ms {
-		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: dst}
+		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: to}
+		message(ms[i].Buffer, uint64(i))
 	}
-	for seq := 0; seq < benchBWIters; seq += batch {
-		for i := range ms {
-			message(ms[i].Buffer, uint64(seq+i))
-		}
+	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
 		if batch == 1 {
-			_, err = c.WriteTo(ms[0].Buffer, g)
+			_, err = c.WriteTo(ms[0].Buffer, dst)
 		} else {
 			_, err = c.WriteBatch(ms)
 		}
-		require.NoError(t, err)
 	}
+	require.NoError(t, err)
 	r := s.waitPeer(t, "rate", 2*time.Minute)
 	l := r.Lines("RESULT")
 	require.Len(t, l, 1, r.Output)
 	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
 	require.NoError(t, err, l[0])
-	fmt.Printf("flood %d B batch %d: %s\n", size, batch, l[0])
+	fmt.Printf("flood %d B batch %d spin %v %s: %s\n", size, batch, spin, kind, l[0])
+	if profile {
+		tag := fmt.Sprintf("RXEVM-PPROF-PEER %d-%d-%v-%s", size, batch, spin, kind)
+		for _, p := range r.Lines("PPROF ") {
+			if b, ok := strings.CutPrefix(p, "PPROF "); ok {
+				fmt.Println(tag, b)
+			}
+		}
+	}
 	return v
 }
 
