@@ -59,20 +59,23 @@ func BenchmarkThroughputBatch(b *testing.B) {
 
 const batchLen = 64
 
-func benchPlainBatch(b *testing.B, size int, selfRx bool) {
-	group := newGroup()
+// plainConn is a plain rdmanet conn in group for the baselines, with
+// loopback off as a reliable conn has it; it is closed when b ends.
+func plainConn(b *testing.B, group *net.UDPAddr) *rdmanet.Conn {
+	b.Helper()
 	lc := testListenConfig()
 	lc.DisableLoopback = true
-	rx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
+	c, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rx.Close()
-	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Close()
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func benchPlainBatch(b *testing.B, size int, selfRx bool) {
+	group := newGroup()
+	rx, tx := plainConn(b, group), plainConn(b, group)
 	ga, err := tx.GroupAddr(group)
 	if err != nil {
 		b.Fatal(err)
@@ -198,18 +201,7 @@ func benchReliableBatch(b *testing.B, size int, readBatch, sendOnly bool) {
 
 func benchPlainThroughput(b *testing.B, size int) {
 	group := newGroup()
-	lc := testListenConfig()
-	lc.DisableLoopback = true
-	rx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rx.Close()
-	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Close()
+	rx, tx := plainConn(b, group), plainConn(b, group)
 	got := make(chan int, 1)
 	go func() {
 		buf := make([]byte, rx.MTU())
@@ -339,24 +331,14 @@ func benchLatency(b *testing.B, reliable, sendOnly bool, loss int) {
 		b.Cleanup(func() { tconn.Close() })
 		send = func(m []byte) error { _, err := tconn.WriteTo(m, group); return err }
 	} else {
-		lc := testListenConfig()
-		lc.DisableLoopback = true
 		for i := range reads {
-			r, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { r.Close() })
+			r := plainConn(b, group)
 			reads[i] = func(buf []byte) (int, error) {
 				n, _, err := r.ReadFromAddr(buf)
 				return n, err
 			}
 		}
-		t, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { t.Close() })
+		t := plainConn(b, group)
 		send = func(m []byte) error { _, err := t.WriteTo(m, group); return err }
 	}
 	time.Sleep(20 * time.Millisecond)
