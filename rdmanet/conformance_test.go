@@ -416,19 +416,7 @@ var conformanceCases = []conformanceCase{
 				}
 			}()
 		}
-		stop := time.Now().Add(300 * time.Millisecond)
-		for i := 0; time.Now().Before(stop); i++ {
-			var d time.Time
-			switch i % 3 {
-			case 0:
-				d = time.Now().Add(-time.Second)
-			case 1:
-				d = time.Now().Add(time.Millisecond)
-			}
-			require.NoError(t, p.tx.SetWriteDeadline(d))
-			require.NoError(t, p.rx.SetReadDeadline(d))
-			time.Sleep(time.Millisecond)
-		}
+		churnDeadlines(t, p.tx.SetWriteDeadline, p.rx.SetReadDeadline)
 		require.NoError(t, p.tx.SetWriteDeadline(time.Time{}))
 		require.NoError(t, p.rx.SetReadDeadline(time.Time{}))
 		done := make(chan struct{})
@@ -491,18 +479,7 @@ var conformanceCases = []conformanceCase{
 				}
 			}()
 		}
-		stop := time.Now().Add(300 * time.Millisecond)
-		for i := 0; time.Now().Before(stop); i++ {
-			var d time.Time
-			switch i % 3 {
-			case 0:
-				d = time.Now().Add(-time.Second)
-			case 1:
-				d = time.Now().Add(time.Millisecond)
-			}
-			require.NoError(t, p.tx.SetWriteDeadline(d))
-			time.Sleep(time.Millisecond)
-		}
+		churnDeadlines(t, p.tx.SetWriteDeadline)
 		require.NoError(t, p.tx.SetWriteDeadline(time.Time{}))
 		require.NotZero(t, timeouts.Load(), "no blocked write ever timed out")
 		time.Sleep(20 * time.Millisecond)
@@ -760,4 +737,24 @@ func conformanceTable(subjects []subject) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// churnDeadlines moves deadlines for 300 ms, every millisecond, through
+// the past, a millisecond ahead and none, with each of set.
+func churnDeadlines(t *testing.T, set ...func(time.Time) error) {
+	t.Helper()
+	stop := time.Now().Add(300 * time.Millisecond)
+	for i := 0; time.Now().Before(stop); i++ {
+		var d time.Time
+		switch i % 3 {
+		case 0:
+			d = time.Now().Add(-time.Second)
+		case 1:
+			d = time.Now().Add(time.Millisecond)
+		}
+		for _, f := range set {
+			require.NoError(t, f(d))
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
