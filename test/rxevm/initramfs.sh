@@ -34,6 +34,10 @@ HOST_BINS=(
   /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/rdma /usr/bin/stdbuf
   "$(command -v ip)" "$(command -v tc)"
 )
+# RXEVM_EXTRA_BINS: more host tools by name, for a diagnosis (e.g. strace).
+for b in ${RXEVM_EXTRA_BINS:-}; do
+  HOST_BINS+=("$(command -v "$b")")
+done
 HOST_LIBS=(
   # The rdma-core backend dlopens these two, so ldd of our binaries misses them.
   "/usr/lib/$MULTIARCH/libibverbs.so.1"

@@ -340,6 +340,9 @@ func (s *site) perftestBW(t *testing.T, size int, events bool) float64 {
 		}
 		fmt.Printf("RXEVM-PERFTEST ib_send_bw %s %s: %s\n", strings.Join(args, " "), side, strings.Join(got, ", "))
 	}
+	if os.Getenv("RDMANET_TEST_BENCH_DIAG") != "" {
+		fmt.Printf("RXEVM-DIAG ib_send_bw %s client: %q\n", strings.Join(args, " "), resultRow(t, client, size, 5))
+	}
 	// #bytes #iterations BW-peak BW-average MsgRate[Mpps]
 	f := resultRow(t, server, size, 5)
 	v, err := strconv.ParseFloat(f[4], 64)
@@ -426,12 +429,21 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: to}
 		message(ms[i].Buffer, uint64(i))
 	}
+	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
+	var before procThreads
+	if diag {
+		before = threadSnapshot()
+	}
+	start := time.Now()
 	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
 		if batch == 1 {
 			_, err = c.WriteTo(ms[0].Buffer, dst)
 		} else {
 			_, err = c.WriteBatch(ms)
 		}
+	}
+	if diag {
+		diagSince(fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind), before, benchBWIters, time.Since(start))
 	}
 	require.NoError(t, err)
 	r := s.waitPeer(t, "rate", 2*time.Minute)
