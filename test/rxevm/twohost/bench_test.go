@@ -379,7 +379,16 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 	}
 	defer c.Close()
 	require.Equal(t, 50, ping(c, g1, 50, size, 2*time.Second).Got, "warm-up answers")
+	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
+	var before procThreads
+	if diag {
+		before = threadSnapshot()
+	}
+	start := time.Now()
 	r := ping(c, g1, benchPingIters, size, 2*time.Second)
+	if diag {
+		diagSince(fmt.Sprintf("pingpong-%d-%v-unicast=%v", size, spin, unicast), before, benchPingIters, time.Since(start))
+	}
 	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
 	slices.Sort(r.RTT)
 	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3
