@@ -43,10 +43,11 @@
 //
 // A publisher that does not read the group listens send-only
 // (rdmanet.ListenConfig{SendOnly: true}): it still hears NAKs and status,
-// which come by unicast. As a member, on the software backend, it gets
-// every datagram it multicasts back from the kernel and, reading for NAKs,
-// wakes for each one only to drop it: BenchmarkThroughputBatch measured
-// 0.56x the plain conn's batches as a member, 0.94x send-only (64 B).
+// which come by unicast. A member conn also reads the group; on the
+// software backend the kernel loops its own multicast back to it, and a
+// socket filter (the rdmanet conn's DisableLoopback, which this package
+// always sets) drops those copies in the kernel, so reading for NAKs
+// does not wake it for each datagram it sent.
 //
 // # Repair
 //
