@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,8 +259,12 @@ func (s *site) perftestOnce(t *testing.T, tool string, retry bool, args ...strin
 	require.True(t, r.Matched, "%s server on b:\n%s", tool, r.Output)
 	ctx, cancel := context.WithTimeout(t.Context(), perftestTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL"}, base...),
-		"-x", s.gidIndex, s.peer.String())...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "stdbuf", append(append([]string{"-oL"}, base...),
+		"-x", s.gidIndex, s.peer.String())...)
+	out, err := cmd.CombinedOutput()
+	if os.Getenv("RDMANET_TEST_BENCH_DIAG") != "" && cmd.ProcessState != nil {
+		fmt.Printf("RXEVM-DIAG %s client cpu user=%v sys=%v (%v)\n", tool, cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime(), strings.Join(args, " "))
+	}
 	if retry && err != nil && bytes.Contains(out, []byte("Can't produce a report")) {
 		return "", "", true
 	}
@@ -440,8 +445,13 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 	}
 	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
 	var before procThreads
+	var tr *bytes.Buffer
 	if diag {
 		before = threadSnapshot()
+		if os.Getenv("RDMANET_TEST_BENCH_DIAG") == "trace" {
+			tr = new(bytes.Buffer)
+			require.NoError(t, trace.Start(tr))
+		}
 	}
 	start := time.Now()
 	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
@@ -452,7 +462,13 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 		}
 	}
 	if diag {
-		diagSince(fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind), before, benchBWIters, time.Since(start))
+		tag := fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind)
+		diagSince(tag, before, benchBWIters, time.Since(start))
+		if tr != nil {
+			// The sender's runtime trace: RXEVM-TRACE lines, base64.
+			trace.Stop()
+			printBase64("RXEVM-TRACE "+tag, tr.Bytes())
+		}
 	}
 	require.NoError(t, err)
 	r := s.waitPeer(t, "rate", 2*time.Minute)
