@@ -134,6 +134,7 @@ func (c *Conn) teardown() {
 	if c.wr.arena != nil {
 		c.wr.arena.Free()
 	}
+	c.freeBuffers()
 }
 
 // Close leaves every group, unblocks every blocked call (they return

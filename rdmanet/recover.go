@@ -207,6 +207,7 @@ func (c *Conn) reclaimSends() {
 		}
 	}
 	c.wr.tail = c.wr.head
+	c.wr.signaled = c.wr.head
 	c.wr.pending = nil
 }
 

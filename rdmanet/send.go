@@ -26,7 +26,9 @@ const (
 // limit) are posted from the caller's buffer (SendWR.Inline), which the
 // post reads before it returns: they are copied at most once, by the
 // provider, and take no ring slot's memory (their WR still counts against
-// the send queue's depth).
+// the send queue's depth). A datagram whose buffer lies in a SendBuffer
+// is posted from there by its MR (sendbuf.go), and the last send of such a
+// post is signaled, so that its completion is always reported.
 type sendState struct {
 	mu          sync.Mutex
 	arena       *verbs.Arena
@@ -49,6 +51,16 @@ type sendState struct {
 	// pending is the first send failure known only after its write
 	// returned (reapSends): the next write returns it.
 	pending error
+
+	bufs       []*SendBuffer // the live SendBuffers
+	freedSpans []span        // where freed SendBuffers were, oldest first
+	// signaled is one past the last signaled send posted: completions
+	// are reported up to it. bufStaged says the staged batch holds
+	// SendBuffer memory, signalNext that the next post must signal its
+	// last send (an earlier post of SendBuffer memory failed part way).
+	signaled   uint64
+	bufStaged  bool
+	signalNext bool
 }
 
 func (c *Conn) initSend() error {
@@ -272,11 +284,16 @@ func (c *Conn) groupTarget(addr net.Addr, m *membership) (target, error) {
 	return target{ah: m.ah, qpn: m.m.RemoteQPN, qkey: m.m.QKey}, nil
 }
 
-// stage queues b's work request: inline from b itself, or copied into the
-// next ring slot; wr.mu is held and a slot is free. b must stay unchanged
-// until post.
-func (c *Conn) stage(b []byte, t target) {
+// stage queues b's work request: from b's SendBuffer by its MR, inline
+// from b itself, or copied into the next ring slot; wr.mu is held and a
+// slot is free. b must stay unchanged until post. It fails, staging
+// nothing, for b in a freed SendBuffer or running past one's end.
+func (c *Conn) stage(b []byte, t target) error {
 	s := &c.wr
+	sb, off, err := s.bufferOf(b)
+	if err != nil {
+		return err
+	}
 	seq := s.head
 	s.head++
 	wr := verbs.SendWR{
@@ -286,10 +303,15 @@ func (c *Conn) stage(b []byte, t target) {
 		RemoteQPN:  t.qpn,
 		RemoteQKey: t.qkey,
 	}
-	if len(b) <= s.maxInline {
+	switch {
+	case sb != nil:
+		wr.SGE.Offset, wr.SGE.LKey = off, sb.lkey
+		sb.last = seq + 1
+		s.bufStaged = true
+	case len(b) <= s.maxInline:
 		wr.Flags |= verbs.SendInline
 		wr.Inline = b
-	} else {
+	default:
 		wr.SGE.Offset = uint32(seq%s.depth) * s.slotSize
 		copy(s.arena.Slice(wr.SGE.Offset, wr.SGE.Length), b)
 	}
@@ -297,17 +319,20 @@ func (c *Conn) stage(b []byte, t target) {
 		wr.Flags |= verbs.SendSignaled
 	}
 	s.wrs = append(s.wrs, wr)
+	return nil
 }
 
-// post posts the staged work requests. On a failure the slots of the
-// unposted ones are given back: they are the newest. A lone datagram the
-// kernel refused is counted and its error returned.
+// post posts the staged work requests; the last one is signaled when the
+// batch holds SendBuffer memory. On a failure the slots of the unposted
+// ones are given back: they are the newest. A lone datagram the kernel
+// refused is counted and its error returned.
 func (c *Conn) post() (int, error) {
 	s := &c.wr
-	n, err := c.qp.PostSend(s.wrs)
-	if n < len(s.wrs) {
-		s.head -= uint64(len(s.wrs) - n)
+	if len(s.wrs) > 0 && (s.bufStaged || s.signalNext) {
+		s.wrs[len(s.wrs)-1].Flags |= verbs.SendSignaled
 	}
+	n, err := c.qp.PostSend(s.wrs)
+	c.posted(n)
 	clear(s.wrs) // keep no caller's buffer alive
 	s.wrs = s.wrs[:0]
 	atomic.AddUint64(&c.ctr.sent, uint64(n))
@@ -362,8 +387,9 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 		err = c.acquire(1)
 	}
 	if err == nil {
-		c.stage(b, t)
-		_, err = c.post()
+		if err = c.stage(b, t); err == nil {
+			_, err = c.post()
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -421,7 +447,10 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 				stageErr, bad = err, &m.Addr
 				break
 			}
-			c.stage(m.Buffer, t)
+			if err := c.stage(m.Buffer, t); err != nil {
+				stageErr, bad = err, &m.Addr
+				break
+			}
 			m.N = len(m.Buffer)
 		}
 		n, err := c.post()
@@ -434,4 +463,42 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 		}
 	}
 	return sent, nil
+}
+
+// posted accounts for the first n staged work requests having been
+// posted, and gives back the rest; wr.mu is held.
+func (c *Conn) posted(n int) {
+	s := &c.wr
+	var reg, copied uint64
+	for i := range s.wrs[:n] {
+		wr := &s.wrs[i]
+		switch {
+		case wr.Flags&verbs.SendInline != 0:
+		case wr.SGE.LKey == s.mr.LKey():
+			copied++
+		default:
+			reg++
+		}
+		if wr.Flags&verbs.SendSignaled != 0 {
+			s.signaled = wr.WRID + 1
+		}
+	}
+	if reg > 0 {
+		atomic.AddUint64(&c.ctr.sentRegistered, reg)
+	}
+	if copied > 0 {
+		atomic.AddUint64(&c.ctr.sentCopied, copied)
+	}
+	if n < len(s.wrs) {
+		s.head -= uint64(len(s.wrs) - n)
+		for _, b := range s.bufs {
+			b.last = min(b.last, s.head)
+		}
+		if reg > 0 && s.signaled < s.head {
+			s.signalNext = true // what was posted is not signaled
+		}
+	} else if s.signaled == s.head {
+		s.signalNext = false
+	}
+	s.bufStaged = false
 }

@@ -11,8 +11,14 @@ import (
 
 // Stats counts what a Conn did. Counters only grow.
 type Stats struct {
-	Sent     uint64 // datagrams handed to the QP
-	Received uint64 // datagrams returned to the caller
+	Sent uint64 // datagrams handed to the QP
+	// SentRegistered counts the datagrams of Sent posted from a
+	// SendBuffer's registered memory, with no copy; SentCopied those
+	// copied into the conn's send ring (longer than the inline limit).
+	// The rest were posted inline.
+	SentRegistered uint64
+	SentCopied     uint64
+	Received       uint64 // datagrams returned to the caller
 	// Truncated counts datagrams longer than the read buffer: the rest
 	// was discarded, as with UDP.
 	Truncated uint64
@@ -161,6 +167,7 @@ type counters struct {
 	sent, received, truncated, loopback uint64
 	wcErrors, sendErrors, rejoins       uint64
 	recoveries, resetDrops              uint64
+	sentRegistered, sentCopied          uint64
 	sendFailed                          [numSendReasons]uint64
 }
 
@@ -174,15 +181,17 @@ func (c *Conn) countSendError(r sendReason) {
 // the counters as they stood at Close.
 func (c *Conn) Stats() Stats {
 	s := Stats{
-		Sent:       atomic.LoadUint64(&c.ctr.sent),
-		Received:   atomic.LoadUint64(&c.ctr.received),
-		Truncated:  atomic.LoadUint64(&c.ctr.truncated),
-		Loopback:   atomic.LoadUint64(&c.ctr.loopback),
-		SendErrors: atomic.LoadUint64(&c.ctr.sendErrors),
-		Rejoins:    atomic.LoadUint64(&c.ctr.rejoins),
-		Recoveries: atomic.LoadUint64(&c.ctr.recoveries),
-		Dropped:    map[string]uint64{},
-		SendFailed: map[string]uint64{},
+		Sent:           atomic.LoadUint64(&c.ctr.sent),
+		SentRegistered: atomic.LoadUint64(&c.ctr.sentRegistered),
+		SentCopied:     atomic.LoadUint64(&c.ctr.sentCopied),
+		Received:       atomic.LoadUint64(&c.ctr.received),
+		Truncated:      atomic.LoadUint64(&c.ctr.truncated),
+		Loopback:       atomic.LoadUint64(&c.ctr.loopback),
+		SendErrors:     atomic.LoadUint64(&c.ctr.sendErrors),
+		Rejoins:        atomic.LoadUint64(&c.ctr.rejoins),
+		Recoveries:     atomic.LoadUint64(&c.ctr.recoveries),
+		Dropped:        map[string]uint64{},
+		SendFailed:     map[string]uint64{},
 	}
 	for r := range c.ctr.sendFailed {
 		if n := atomic.LoadUint64(&c.ctr.sendFailed[r]); n > 0 {

@@ -419,6 +419,10 @@ type Event struct {
 type MR interface {
 	LKey() uint32
 	Arena() *Arena
+	// Close deregisters the region (ibv_dereg_mr); no posted receive or
+	// send may still use it. It is idempotent; the ID deregisters what
+	// is left on Close.
+	Close() error
 }
 
 // AH is an address handle.

@@ -484,12 +484,29 @@ func withoutOpt(opts []sockopt, level, name int) []sockopt {
 
 // mr is a memory region: an arena and its LKey.
 type mr struct {
+	q     *QP
 	lkey  uint32
 	arena *verbs.Arena
 }
 
 func (m *mr) LKey() uint32        { return m.lkey }
 func (m *mr) Arena() *verbs.Arena { return m.arena }
+
+// Close deregisters the region: an SGE with its LKey fails from then on.
+func (m *mr) Close() error {
+	q := m.q
+	q.mrMu.Lock()
+	defer q.mrMu.Unlock()
+	old := *q.mrs.Load()
+	mrs := make([]*mr, 0, len(old))
+	for _, x := range old {
+		if x != m {
+			mrs = append(mrs, x)
+		}
+	}
+	q.mrs.Store(&mrs)
+	return nil
+}
 
 var lkeys atomic.Uint32
 
@@ -500,7 +517,7 @@ func (q *QP) RegisterMemory(a *verbs.Arena) (verbs.MR, error) {
 	}
 	q.mrMu.Lock()
 	defer q.mrMu.Unlock()
-	m := &mr{lkey: lkeys.Add(1), arena: a}
+	m := &mr{q: q, lkey: lkeys.Add(1), arena: a}
 	old := *q.mrs.Load()
 	mrs := append(old[:len(old):len(old)], m)
 	q.mrs.Store(&mrs)
