@@ -115,7 +115,9 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 		epochStart: time.Now(),
 		dropHook:   drop,
 	}
-	rc.snd.init(rc)
+	if err := rc.snd.init(rc); err != nil {
+		return nil, err
+	}
 	rc.rcv.init(rc)
 	rc.rx.init(rc)
 	rc.readTimer = time.AfterFunc(time.Hour, rc.rcv.wake)
@@ -155,7 +157,8 @@ func (c *Conn) Receivers() int {
 }
 
 // Conn returns the underlying conn, for its Stats and Backend. Do not read
-// from it or close it.
+// from it or close it: its Close frees the sender's window (a
+// SendBuffer of it) under the reliable conn.
 func (c *Conn) Conn() *rdmanet.Conn { return c.conn }
 
 // LocalAddr returns the conn's own address: its GID and QPN.
@@ -350,6 +353,7 @@ func (c *Conn) Close() error {
 		close(c.closed)
 		c.kickTimers()
 		c.rcv.wake()
+		c.snd.stop() // the window goes with the conn
 		c.closeErr = c.conn.Close()
 		c.wg.Wait()
 		c.readTimer.Stop()

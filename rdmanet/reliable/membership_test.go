@@ -70,7 +70,8 @@ func TestSenderTimeout(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	writeN(t, tx, group, 0, 10, 64)
 	require.Equal(t, uint64(0), readOne(t, r, 64))
-	tx.conn.Close() // gone: no fin, no more heartbeats
+	tx.snd.stop() // gone: no fin, no more heartbeats (and no more reads of the window the conn unmaps)
+	tx.conn.Close()
 	time.Sleep(300 * time.Millisecond)
 	for i := uint64(1); i < 10; i++ {
 		require.Equal(t, i, readOne(t, r, 64), "what arrived before the sender vanished is still read")

@@ -14,17 +14,32 @@ import (
 // and flow control.
 //
 // The window is a ring of Window datagram slots, each a whole datagram
-// (header and payload) as sent: a repair resends the slot as it is, with
-// the repair flag set. Through rdmanet's public API a send copies the
-// slot into the conn's registered send memory (or posts it inline), so a
-// repair costs that one copy.
+// (header and payload) as sent, in registered memory: an
+// rdmanet.SendBuffer of the conn. Every send and every repair is posted
+// from its slot there by the slot's MR, with no copy; a repair resends
+// the slot as it is, with the repair flag and a new transmission number
+// written into its header in place.
+//
+// The device reads a slot after the post returned, so a slot is not
+// written while its last send may be in flight: posted holds, per slot,
+// rdmanet's send count after the post that sent it (SendsPosted), and the
+// slot may change once SendsDone has reached it. A write that reuses a
+// slot waits for that (bounded by the write deadline; WindowWaits counts
+// it, and with a window of many sends it is already done). A NAK for a
+// slot whose last send has not completed is not answered now
+// (RepairsDeferred): that send is on its way, and a receiver that still
+// misses it asks again.
 type sender struct {
 	c  *Conn
 	mu sync.Mutex
 
 	w        uint64 // Window
-	buf      []byte // w slots of mtu bytes
-	lens     []int  // datagram length per slot
+	win      *rdmanet.SendBuffer
+	buf      []byte   // w slots of mtu bytes, in win
+	posted   []uint64 // per slot: SendsPosted after its last post
+	done     uint64   // SendsDone as last read
+	dead     bool     // Close is freeing win: nothing may touch buf
+	lens     []int    // datagram length per slot
 	seqs     []uint64
 	repairT  []int64  // when each slot was last repaired
 	repairTx []uint16 // the transmission number of that repair (multicast)
@@ -32,6 +47,7 @@ type sender struct {
 	tx       uint16   // transmission number of the next datagram to the group
 	nextMsg  uint64   // number of the next message
 	msgs     []rdmanet.Message
+	msgSlot  []int // the window slot of each of msgs
 
 	lastSend int64 // last data or heartbeat
 	hbEvery  int64 // current heartbeat interval (doubles while idle)
@@ -51,10 +67,16 @@ type receiverState struct {
 	heard int64
 }
 
-func (s *sender) init(c *Conn) {
+func (s *sender) init(c *Conn) error {
 	s.c = c
 	s.w = uint64(c.cfg.Window)
-	s.buf = make([]byte, c.cfg.Window*c.mtu)
+	win, err := c.conn.NewSendBuffer(c.cfg.Window * c.mtu)
+	if err != nil {
+		return err
+	}
+	s.win = win
+	s.buf = win.Bytes()[:c.cfg.Window*c.mtu]
+	s.posted = make([]uint64, c.cfg.Window)
 	s.lens = make([]int, c.cfg.Window)
 	s.seqs = make([]uint64, c.cfg.Window)
 	s.repairT = make([]int64, c.cfg.Window)
@@ -64,9 +86,54 @@ func (s *sender) init(c *Conn) {
 		maxFrags = 64
 	}
 	s.msgs = make([]rdmanet.Message, maxFrags)
+	s.msgSlot = make([]int, maxFrags)
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
 	s.receivers = make(map[peerKey]*receiverState)
 	s.wakeCh = make(chan struct{}, 1)
+	return nil
+}
+
+// stop keeps every later call off the window, which the underlying conn's
+// Close unmaps; a write in progress finishes first.
+func (s *sender) stop() {
+	s.mu.Lock()
+	s.dead = true
+	s.mu.Unlock()
+}
+
+// sent records that the first n of msgs were posted: their slots may not
+// change until the conn's sends reach what it has posted now.
+func (s *sender) sent(n int) {
+	if n == 0 {
+		return
+	}
+	mark := s.c.conn.SendsPosted()
+	for _, i := range s.msgSlot[:n] {
+		s.posted[i] = mark
+	}
+}
+
+// settled reports whether slot i's last send completed, polling the
+// conn's send completions when the last count read does not say.
+func (s *sender) settled(i int) bool {
+	if s.posted[i] <= s.done {
+		return true
+	}
+	s.done = s.c.conn.SendsDone()
+	return s.posted[i] <= s.done
+}
+
+// reuse waits until slot i may be written: its last send completed.
+func (s *sender) reuse(i int) error {
+	if s.settled(i) {
+		return nil
+	}
+	s.c.stats.windowWaits.Add(1)
+	if err := s.c.conn.WaitSends(s.posted[i]); err != nil {
+		return err
+	}
+	s.done = max(s.done, s.posted[i])
+	return nil
 }
 
 func (s *sender) wake() {
@@ -95,6 +162,9 @@ func (s *sender) write(ms [][]byte) (int, error) {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dead {
+		return 0, net.ErrClosed
+	}
 	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
 	staged := 0     // messages staged
 	flush := func() error {
@@ -102,6 +172,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 			return nil
 		}
 		sent, err := c.conn.WriteBatch(s.msgs[:k])
+		s.sent(sent)
 		c.stats.datagramsSent.Add(uint64(sent))
 		k = 0
 		if err != nil {
@@ -113,7 +184,9 @@ func (s *sender) write(ms [][]byte) (int, error) {
 	}
 	for _, b := range ms {
 		nfrag := max((len(b)+c.frag-1)/c.frag, 1)
-		if k+nfrag > len(s.msgs) {
+		// A batch never holds one slot twice (a window smaller than
+		// s.msgs would wrap inside it).
+		if k+nfrag > len(s.msgs) || uint64(k+nfrag) > s.w {
 			if err := flush(); err != nil {
 				return done, err
 			}
@@ -129,9 +202,18 @@ func (s *sender) write(ms [][]byte) (int, error) {
 				}
 			}
 		}
+		for i := range uint64(nfrag) {
+			if err := s.reuse(int((s.next + i) % s.w)); err != nil {
+				if ferr := flush(); ferr != nil {
+					return done, ferr
+				}
+				return done, err
+			}
+		}
 		h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
 		for i := 0; i < nfrag; i++ {
 			seq := s.next + uint64(i)
+			w := int(seq % s.w)
 			d := s.slot(seq)
 			h.frag, h.seq, h.tx = uint16(i), seq, s.tx
 			s.tx++
@@ -141,9 +223,9 @@ func (s *sender) write(ms [][]byte) (int, error) {
 				chunk = chunk[:c.frag]
 			}
 			n := headerLen + copy(d[headerLen:], chunk)
-			w := int(seq % s.w)
 			s.lens[w], s.seqs[w], s.repairT[w] = n, seq, 0
 			s.msgs[k] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
+			s.msgSlot[k] = w
 			k++
 		}
 		s.next += uint64(nfrag)
@@ -252,6 +334,9 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dead {
+		return
+	}
 	now := c.now()
 	s.touch(from, h.session, now, 0, 0, false)
 	start, end := h.seq, h.seq+min(uint64(count), s.w)
@@ -277,6 +362,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 			return
 		}
 		n, _ := c.conn.WriteBatch(s.msgs[:k])
+		s.sent(n)
 		if c.cfg.UnicastRepair {
 			c.stats.repairsUnicast.Add(uint64(n))
 		} else {
@@ -294,6 +380,12 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 			c.stats.suppressed.Add(1)
 			continue
 		}
+		if !s.settled(int(i)) {
+			// Its header is not rewritten under the device: the send
+			// is on its way, and a receiver that lacks it asks again.
+			c.stats.repairsDeferred.Add(1)
+			continue
+		}
 		s.repairT[i] = now
 		d := s.slot(seq)
 		d[1] |= flagRepair
@@ -303,6 +395,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 			s.tx++
 		}
 		s.msgs[k] = rdmanet.Message{Buffer: d[:s.lens[i]], Addr: to}
+		s.msgSlot[k] = int(i)
 		if k++; k == len(s.msgs) {
 			flush()
 		}
@@ -372,6 +465,9 @@ func (s *sender) status(from rdmanet.Addr, h *header, limit uint64) {
 // heartbeat sends the sender's position to the group.
 func (s *sender) heartbeat(fin bool) {
 	c := s.c
+	if s.dead {
+		return
+	}
 	lowSeq, lowMsg := s.low()
 	h := header{kind: kindHeartbeat, flags: s.flags(), session: c.session, seq: s.next, msg: s.nextMsg, tx: s.tx}
 	s.tx++
@@ -392,6 +488,9 @@ func (s *sender) tick(now int64) int64 {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dead {
+		return now + int64(c.cfg.HeartbeatMax)
+	}
 	// Heartbeats start with the first write; with FlowMin at once, so
 	// that receivers learn of the sender (and report their status to
 	// it) before it writes.

@@ -20,6 +20,13 @@ type Stats struct {
 	RepairsUnicast    uint64 // datagrams resent to one receiver
 	RepairsSuppressed uint64 // NAKed datagrams not resent: the NAK was sent before their repair could arrive
 	LostSent          uint64 // "lost" answers: a NAK asked for what left the window
+	// RepairsDeferred counts NAKed datagrams not resent at once: their
+	// last send from the window had not completed (the device may still
+	// read the slot), so the NAK waits for the receiver to ask again.
+	RepairsDeferred uint64
+	// WindowWaits counts writes of a window slot that waited for the
+	// slot's last send to complete before overwriting it.
+	WindowWaits uint64
 
 	Recovered      uint64 // data datagrams this receiver missed and got from a repair
 	Duplicates     uint64 // data datagrams received twice (repairs others asked for)
@@ -50,6 +57,7 @@ type counters struct {
 	overruns, fcWaits, heartbeats, statusSent     atomic.Uint64
 	sendersTimedOut, receiversTimedOut            atomic.Uint64
 	malformed, foreign                            atomic.Uint64
+	repairsDeferred, windowWaits                  atomic.Uint64
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -63,6 +71,7 @@ func (c *Conn) Stats() Stats {
 		NAKsSent:  s.naksSent.Load(), NAKsReceived: s.naksReceived.Load(),
 		RepairsMulticast: s.repairsMulticast.Load(), RepairsUnicast: s.repairsUnicast.Load(),
 		RepairsSuppressed: s.suppressed.Load(), LostSent: s.lostSent.Load(),
+		RepairsDeferred: s.repairsDeferred.Load(), WindowWaits: s.windowWaits.Load(),
 		Recovered:  s.recovered.Load(),
 		Duplicates: s.duplicates.Load(), LossesReported: s.lossesReported.Load(),
 		MessagesLost: s.msgLost.Load(), Overruns: s.overruns.Load(),
