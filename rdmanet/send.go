@@ -61,6 +61,9 @@ type sendState struct {
 	signaled   uint64
 	bufStaged  bool
 	signalNext bool
+	// lastBuf is one past the last SendBuffer send posted; done the
+	// last count SendsDone returned.
+	lastBuf, done uint64
 }
 
 func (c *Conn) initSend() error {
@@ -307,6 +310,7 @@ func (c *Conn) stage(b []byte, t target) error {
 	case sb != nil:
 		wr.SGE.Offset, wr.SGE.LKey = off, sb.lkey
 		sb.last = seq + 1
+		s.lastBuf = seq + 1
 		s.bufStaged = true
 	case len(b) <= s.maxInline:
 		wr.Flags |= verbs.SendInline
@@ -494,6 +498,7 @@ func (c *Conn) posted(n int) {
 		for _, b := range s.bufs {
 			b.last = min(b.last, s.head)
 		}
+		s.lastBuf = min(s.lastBuf, s.head)
 		if reg > 0 && s.signaled < s.head {
 			s.signalNext = true // what was posted is not signaled
 		}

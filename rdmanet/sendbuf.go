@@ -212,9 +212,11 @@ func (c *Conn) SendsPosted() uint64 {
 }
 
 // SendsDone polls the send completion queue (no system call on either
-// backend) and returns how many of the conn's sends are known complete:
-// the memory of a SendBuffer datagram numbered below it may change.
-// After Close it returns SendsPosted.
+// backend) and returns a count below which every SendBuffer datagram's
+// send has completed: the memory of one numbered below it may change.
+// Sends from other memory may be in flight beyond it (they hold none of a
+// SendBuffer's); once every SendBuffer send completed it is SendsPosted.
+// It never decreases. After Close it returns SendsPosted.
 func (c *Conn) SendsDone() uint64 {
 	s := &c.wr
 	s.mu.Lock()
@@ -224,7 +226,17 @@ func (c *Conn) SendsDone() uint64 {
 	} else {
 		s.tail = s.head
 	}
-	return s.tail
+	return s.doneCount()
+}
+
+// doneCount is SendsDone's count from what was reaped; wr.mu is held.
+func (s *sendState) doneCount() uint64 {
+	d := s.tail
+	if s.tail >= s.lastBuf {
+		d = s.head // every SendBuffer send posted has completed
+	}
+	s.done = max(s.done, d)
+	return s.done
 }
 
 // WaitSends waits until SendsDone() reaches n, bounded by the write
@@ -244,13 +256,13 @@ func (c *Conn) WaitSends(n uint64) error {
 // (a batch whose post failed part way).
 var errUnsignaled = errors.New("the sends waited for are not signaled yet: the next write signals them")
 
-// waitSends waits until tail reaches n; wr.mu is held.
+// waitSends waits until doneCount reaches n; wr.mu is held.
 func (c *Conn) waitSends(n uint64) error {
 	s := &c.wr
 	if n > s.head {
 		return fmt.Errorf("wait for %d sends, %d posted", n, s.head)
 	}
-	if s.tail >= n {
+	if s.doneCount() >= n {
 		return nil
 	}
 	if err := c.checkOpen(); err != nil {
@@ -260,15 +272,15 @@ func (c *Conn) waitSends(n uint64) error {
 		}
 		return err
 	}
-	if n > s.signaled {
+	if n > s.signaled && s.lastBuf > s.signaled {
 		s.signalNext = true
 		return errUnsignaled
 	}
-	for s.tail < n {
+	for s.doneCount() < n {
 		if _, err := c.reapSends(); err != nil {
 			return err
 		}
-		if s.tail >= n {
+		if s.doneCount() >= n {
 			return nil
 		}
 		if deadlinePassed(&s.deadline) {

@@ -281,3 +281,26 @@ func mapped(t *testing.T, addr uintptr) bool {
 	}
 	return false
 }
+
+// Sends from Go memory after a SendBuffer's (another goroutine's
+// unsignaled control traffic) hold none of its memory: a count read after
+// them is reached as soon as the SendBuffer's sends completed.
+func TestSendsDoneAfterOtherSends(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	tx := listen(t, g)
+	sb, err := tx.NewSendBuffer(4096)
+	require.NoError(t, err)
+	for range 3 {
+		_, err = tx.WriteTo(sb.Bytes()[:100], g)
+		require.NoError(t, err)
+		for range 5 {
+			_, err = tx.WriteTo(make([]byte, 10), g)
+			require.NoError(t, err)
+		}
+		mark := tx.SendsPosted()
+		tx.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		require.NoError(t, tx.WaitSends(mark))
+		require.GreaterOrEqual(t, tx.SendsDone(), mark)
+	}
+}

@@ -1,0 +1,92 @@
+package reliable
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// The sender's data and repairs are all posted from its window, which is
+// registered memory: the underlying conn counts every one of them in
+// SentRegistered, and copies none into its send ring. What it sends from
+// Go memory (heartbeats, "lost" answers, NAKs and status) is small and
+// posted inline. The window is small (64 datagrams) so that its slots are
+// reused many times over, and repairs rewrite headers in place.
+func TestWindowPostedFromRegisteredMemory(t *testing.T) {
+	group := newGroup()
+	const count = 3000
+	rx := []*Conn{
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%10 == 3 })),
+		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%7 == 5 })),
+	}
+	tx := listenT(t, group, Config{FlowControl: FlowMin, Window: 64})
+	size := tx.frag + tx.frag/2 // 2 fragments each
+	waitReceivers(t, tx, 2)
+	// Both counts at one moment: the sender's heartbeats go out under
+	// its lock.
+	snap := func() (Stats, rdmanet.Stats) {
+		tx.snd.mu.Lock()
+		defer tx.snd.mu.Unlock()
+		return tx.Stats(), tx.Conn().Stats()
+	}
+	rbefore, before := snap()
+	sendAll(t, tx, group, rx, count, size, 10*time.Second)
+	st, cs := snap()
+	sent := cs.Sent - before.Sent
+	reg := cs.SentRegistered - before.SentRegistered
+	t.Logf("%s: conn sent %d datagrams, %d from the window (%d data, %d repairs multicast, %d unicast), %d copied; "+
+		"window waits %d, repairs deferred %d, suppressed %d",
+		tx.Conn().Backend().Name, sent, reg, st.DatagramsSent, st.RepairsMulticast, st.RepairsUnicast,
+		cs.SentCopied-before.SentCopied, st.WindowWaits, st.RepairsDeferred, st.RepairsSuppressed)
+	require.Equal(t, uint64(2*count), st.DatagramsSent)
+	require.NotZero(t, st.RepairsMulticast)
+	require.Equal(t, st.DatagramsSent+st.RepairsMulticast+st.RepairsUnicast, reg,
+		"every data datagram and repair is posted from the window")
+	require.Zero(t, cs.SentCopied-before.SentCopied, "nothing copied into the conn's send ring")
+	// The rest is the sender's own control traffic from Go memory.
+	ctrl := st.Heartbeats - rbefore.Heartbeats + st.LostSent - rbefore.LostSent +
+		st.NAKsSent - rbefore.NAKsSent + st.StatusSent - rbefore.StatusSent
+	require.Equal(t, sent-reg, ctrl, "the rest: heartbeats, lost answers, NAKs, status")
+	for _, r := range rx {
+		require.Zero(t, r.Stats().LossesReported)
+		require.Zero(t, r.Conn().Stats().SentRegistered, "a receiver sends nothing from a window")
+	}
+}
+
+// Unicast repairs come from the window too.
+func TestWindowUnicastRepairs(t *testing.T) {
+	group := newGroup()
+	const count = 1000
+	rx := []*Conn{listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%5 == 1 }))}
+	tx := listenT(t, group, Config{FlowControl: FlowMin, UnicastRepair: true, Window: 64})
+	waitReceivers(t, tx, 1)
+	before := tx.Conn().Stats()
+	sendAll(t, tx, group, rx, count, 100, 10*time.Second)
+	st := tx.Stats()
+	cs := tx.Conn().Stats()
+	require.NotZero(t, st.RepairsUnicast)
+	require.Equal(t, st.DatagramsSent+st.RepairsUnicast, cs.SentRegistered-before.SentRegistered)
+}
+
+// After Close the window is gone: writes fail with net.ErrClosed, and the
+// timer loop and NAKs never touch it (a use after the unmap would crash
+// the test binary).
+func TestWindowClosed(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{Linger: -1})
+	_, err := tx.WriteTo(make([]byte, 10), group)
+	require.NoError(t, err)
+	require.NoError(t, tx.Close())
+	_, err = tx.WriteTo(make([]byte, 10), group)
+	require.Error(t, err)
+	hb := tx.Stats().Heartbeats
+	tx.snd.mu.Lock()
+	tx.snd.heartbeat(false) // after Close: does nothing
+	tx.snd.mu.Unlock()
+	now := tx.now() + int64(time.Second) // a heartbeat is due
+	require.Equal(t, now+int64(tx.cfg.HeartbeatMax), tx.snd.tick(now), "tick after Close only says when to look again")
+	require.Equal(t, hb, tx.Stats().Heartbeats)
+}
