@@ -114,4 +114,17 @@
 // before sleeping. How a wait sleeps and wakes is the backend's own (each
 // builds its CQs' waiters on internal/poller): a read reposts the buffers
 // it consumed, then wait-polls the receive CQ.
+//
+// # Sending without a copy
+//
+// A write copies a datagram longer than the QP's inline limit into the
+// conn's send ring, and posts a shorter one inline. A program that keeps
+// what it sends (a retransmit window, a ring of prepared messages)
+// allocates it with NewSendBuffer instead: memory registered with the
+// conn's protection domain, from which WriteTo and WriteBatch post by the
+// memory region's key and offset, with no copy (Stats.SentRegistered).
+// The device then reads the bytes after the write returned: they must
+// not change until the send completed, which SendsPosted, SendsDone and
+// WaitSends tell without an allocation or a system call per message (see
+// SendBuffer). rdmanet/reliable keeps its window so.
 package rdmanet

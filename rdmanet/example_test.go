@@ -103,3 +103,47 @@ func Example_sender() {
 	fmt.Printf("%s\n", buf[:n])
 	// Output: hello, receivers
 }
+
+// A SendBuffer is registered memory a conn sends from without a copy.
+// Its bytes may change once the send completed: the program keeps the
+// send count after each write and waits for it before rewriting.
+func ExampleConn_NewSendBuffer() {
+	group := &net.UDPAddr{IP: net.IPv4(239, 77, 250, 4)}
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	sb, err := c.NewSendBuffer(c.MTU())
+	if err != nil {
+		log.Fatal(err)
+	}
+	slot := sb.Bytes()[:c.MTU()]
+	var posted uint64 // the send count after the slot's last write
+	for i := range 3 {
+		if err := c.WaitSends(posted); err != nil { // the slot's last send completed
+			log.Fatal(err)
+		}
+		n := copy(slot, fmt.Sprintf("message %d", i))
+		if _, err := c.WriteTo(slot[:n], group); err != nil {
+			log.Fatal(err)
+		}
+		posted = c.SendsPosted()
+	}
+	buf := make([]byte, c.MTU())
+	for range 3 {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _, err := c.ReadFrom(buf) // loopback: the conn reads its own
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", buf[:n])
+	}
+	fmt.Println("posted from registered memory:", c.Stats().SentRegistered)
+	// Output:
+	// message 0
+	// message 1
+	// message 2
+	// posted from registered memory: 3
+}

@@ -94,9 +94,18 @@
 // goroutine's thread, in steps of 50 µs (plus the kernel's timer slack,
 // 50 µs by default).
 //
-// Through rdmanet's public API a repair is one copy of the window's slot
-// into the conn's registered send memory (or an inline post), as a first
-// send is: the window itself is ordinary Go memory, not registered.
+// The window is registered memory: an rdmanet.SendBuffer of the
+// underlying conn, Window datagrams of MTU() bytes, each slot a whole
+// datagram (header and payload) as sent. First sends and repairs are
+// posted from their slot by its memory region, with no copy (the conn
+// counts them in rdmanet.Stats.SentRegistered); a repair sets the repair
+// flag and a new transmission number in the slot's header in place. The
+// device reads a slot after the post returned, so the sender writes a
+// slot only once its last send completed (rdmanet's SendsDone): a write
+// that would overwrite a slot still being sent waits for it
+// (Stats.WindowWaits, bounded by the write deadline), and a NAK for one
+// is left for the receiver to repeat (Stats.RepairsDeferred). On the
+// software backend a send completes inside its post, so neither happens.
 //
 // # Loss
 //
