@@ -14,7 +14,8 @@ import (
 // SentRegistered, and copies none into its send ring. What it sends from
 // Go memory (heartbeats, "lost" answers, NAKs and status) is small and
 // posted inline. The window is small (64 datagrams) so that its slots are
-// reused many times over, and repairs rewrite headers in place.
+// reused many times over, and repairs rewrite headers in place (the
+// longest message is 8 KiB, for a window that small).
 func TestWindowPostedFromRegisteredMemory(t *testing.T) {
 	group := newGroup()
 	const count = 3000
@@ -22,7 +23,7 @@ func TestWindowPostedFromRegisteredMemory(t *testing.T) {
 		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%10 == 3 })),
 		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%7 == 5 })),
 	}
-	tx := listenT(t, group, Config{FlowControl: FlowMin, Window: 64})
+	tx := listenT(t, group, Config{FlowControl: FlowMin, Window: 64, MaxMessage: 8 << 10})
 	size := tx.frag + tx.frag/2 // 2 fragments each
 	waitReceivers(t, tx, 2)
 	// Both counts at one moment: the sender's heartbeats go out under
@@ -61,7 +62,7 @@ func TestWindowUnicastRepairs(t *testing.T) {
 	group := newGroup()
 	const count = 1000
 	rx := []*Conn{listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%5 == 1 }))}
-	tx := listenT(t, group, Config{FlowControl: FlowMin, UnicastRepair: true, Window: 64})
+	tx := listenT(t, group, Config{FlowControl: FlowMin, UnicastRepair: true, Window: 64, MaxMessage: 8 << 10})
 	waitReceivers(t, tx, 1)
 	before := tx.Conn().Stats()
 	sendAll(t, tx, group, rx, count, 100, 10*time.Second)
