@@ -241,7 +241,9 @@ func (s *sendState) doneCount() uint64 {
 
 // WaitSends waits until SendsDone() reaches n, bounded by the write
 // deadline (os.ErrDeadlineExceeded). An n above SendsPosted() fails at
-// once.
+// once, and so does one whose SendBuffer sends have no signaled send
+// after them yet (a batch whose post failed part way: the next write
+// signals its last send).
 func (c *Conn) WaitSends(n uint64) error {
 	s := &c.wr
 	s.mu.Lock()

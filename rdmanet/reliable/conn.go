@@ -115,9 +115,7 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 		epochStart: time.Now(),
 		dropHook:   drop,
 	}
-	if err := rc.snd.init(rc); err != nil {
-		return nil, err
-	}
+	rc.snd.init(rc)
 	rc.rcv.init(rc)
 	rc.rx.init(rc)
 	rc.readTimer = time.AfterFunc(time.Hour, rc.rcv.wake)
@@ -154,6 +152,16 @@ func (c *Conn) Receivers() int {
 		}
 	}
 	return n
+}
+
+// WindowRegistered reports whether the retransmit window is registered
+// memory (an rdmanet.SendBuffer), sends and repairs posted from it with no
+// copy; when not, the error that registering it returned (registered
+// memory is pinned: RLIMIT_MEMLOCK, `ulimit -l`, bounds it for a process
+// without CAP_IPC_LOCK on rdma-core), and writes copy from a window in Go
+// memory instead.
+func (c *Conn) WindowRegistered() (bool, error) {
+	return c.snd.win != nil, c.snd.winErr
 }
 
 // Conn returns the underlying conn, for its Stats and Backend. Do not read

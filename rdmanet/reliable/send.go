@@ -33,8 +33,9 @@ type sender struct {
 	c  *Conn
 	mu sync.Mutex
 
-	w        uint64 // Window
-	win      *rdmanet.SendBuffer
+	w        uint64              // Window
+	win      *rdmanet.SendBuffer // nil: the window is Go memory (winErr says why)
+	winErr   error
 	buf      []byte   // w slots of mtu bytes, in win
 	posted   []uint64 // per slot: SendsPosted after its last post
 	done     uint64   // SendsDone as last read
@@ -67,15 +68,19 @@ type receiverState struct {
 	heard int64
 }
 
-func (s *sender) init(c *Conn) error {
+func (s *sender) init(c *Conn) {
 	s.c = c
 	s.w = uint64(c.cfg.Window)
-	win, err := c.conn.NewSendBuffer(c.cfg.Window * c.mtu)
-	if err != nil {
-		return err
+	if win, err := c.conn.NewSendBuffer(c.cfg.Window * c.mtu); err == nil {
+		s.win = win
+		s.buf = win.Bytes()[:c.cfg.Window*c.mtu]
+	} else {
+		// Registered memory is pinned: past RLIMIT_MEMLOCK (or a
+		// device's MR limit) the window is Go memory, and rdmanet
+		// copies each send out of it, as before SendBuffers.
+		s.buf = make([]byte, c.cfg.Window*c.mtu)
+		s.winErr = err
 	}
-	s.win = win
-	s.buf = win.Bytes()[:c.cfg.Window*c.mtu]
 	s.posted = make([]uint64, c.cfg.Window)
 	s.lens = make([]int, c.cfg.Window)
 	s.seqs = make([]uint64, c.cfg.Window)
@@ -90,7 +95,6 @@ func (s *sender) init(c *Conn) error {
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
 	s.receivers = make(map[peerKey]*receiverState)
 	s.wakeCh = make(chan struct{}, 1)
-	return nil
 }
 
 // stop keeps every later call off the window, which the underlying conn's

@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func TestWindowPostedFromRegisteredMemory(t *testing.T) {
 	ctrl := st.Heartbeats - rbefore.Heartbeats + st.LostSent - rbefore.LostSent +
 		st.NAKsSent - rbefore.NAKsSent + st.StatusSent - rbefore.StatusSent
 	require.Equal(t, sent-reg, ctrl, "the rest: heartbeats, lost answers, NAKs, status")
+	ok, werr := tx.WindowRegistered()
+	require.True(t, ok, "window registered: %v", werr)
 	for _, r := range rx {
 		require.Zero(t, r.Stats().LossesReported)
 		require.Zero(t, r.Conn().Stats().SentRegistered, "a receiver sends nothing from a window")
@@ -90,4 +93,34 @@ func TestWindowClosed(t *testing.T) {
 	now := tx.now() + int64(time.Second) // a heartbeat is due
 	require.Equal(t, now+int64(tx.cfg.HeartbeatMax), tx.snd.tick(now), "tick after Close only says when to look again")
 	require.Equal(t, hb, tx.Stats().Heartbeats)
+}
+
+// A window that cannot be registered is Go memory, and the conn still
+// works (its sends copied): on rdma-core a QP takes 16 memory regions,
+// and the conn's own two and 14 SendBuffers leave none for the window.
+func TestWindowUnregistered(t *testing.T) {
+	if testDevice == "" {
+		t.Skip("the software backend has no limit of memory regions: the VM (make test-rxe) runs this")
+	}
+	group := newGroup()
+	lc := *testListenConfig()
+	lc.DisableLoopback = true
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	for {
+		if _, err := c.NewSendBuffer(4096); err != nil {
+			break
+		}
+	}
+	tx, err := New(c, group, Config{})
+	require.NoError(t, err)
+	defer tx.Close()
+	ok, werr := tx.WindowRegistered()
+	require.False(t, ok)
+	require.Error(t, werr)
+	t.Logf("window not registered: %v", werr)
+	rx := listenT(t, group, Config{})
+	time.Sleep(20 * time.Millisecond)
+	sendAll(t, tx, group, []*Conn{rx}, 200, 100, 5*time.Second)
+	require.Zero(t, c.Stats().SentRegistered)
 }
