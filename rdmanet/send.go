@@ -499,6 +499,7 @@ func (c *Conn) posted(n int) {
 			b.last = min(b.last, s.head)
 		}
 		s.lastBuf = min(s.lastBuf, s.head)
+		s.done = min(s.done, s.head) // the numbers given back are posted again
 		if reg > 0 && s.signaled < s.head {
 			s.signalNext = true // what was posted is not signaled
 		}
