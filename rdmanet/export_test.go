@@ -12,6 +12,14 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
+// SetSendBufferInline says whether SendBuffer datagrams within the inline
+// limit are posted inline (the default) or by their SGE.
+func SetSendBufferInline(c *Conn, on bool) {
+	c.wr.mu.Lock()
+	c.wr.bufNoInline = !on
+	c.wr.mu.Unlock()
+}
+
 // InjectEvent raises an asynchronous event on a software-backend conn's ID.
 func InjectEvent(c *Conn, ev verbs.Event) error { return soft.InjectEvent(c.id, ev) }
 

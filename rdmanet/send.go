@@ -64,6 +64,9 @@ type sendState struct {
 	// lastBuf is one past the last SendBuffer send posted; done the
 	// last count SendsDone returned.
 	lastBuf, done uint64
+	// bufNoInline posts SendBuffer memory by its SGE even within the
+	// inline limit (tests and benchmarks).
+	bufNoInline bool
 }
 
 func (c *Conn) initSend() error {
@@ -309,6 +312,11 @@ func (c *Conn) stage(b []byte, t target) error {
 	switch {
 	case sb != nil:
 		wr.SGE.Offset, wr.SGE.LKey = off, sb.lkey
+		if len(b) <= s.maxInline && !s.bufNoInline {
+			// Inline by SGE: the provider copies it from the
+			// registered memory into the work request at the post.
+			wr.Flags |= verbs.SendInline
+		}
 		sb.last = seq + 1
 		s.lastBuf = seq + 1
 		s.bufStaged = true
@@ -477,11 +485,10 @@ func (c *Conn) posted(n int) {
 	for i := range s.wrs[:n] {
 		wr := &s.wrs[i]
 		switch {
-		case wr.Flags&verbs.SendInline != 0:
-		case wr.SGE.LKey == s.mr.LKey():
+		case wr.SGE.LKey != s.mr.LKey():
+			reg++ // a SendBuffer's, inline or not
+		case wr.Flags&verbs.SendInline == 0:
 			copied++
-		default:
-			reg++
 		}
 		if wr.Flags&verbs.SendSignaled != 0 {
 			s.signaled = wr.WRID + 1

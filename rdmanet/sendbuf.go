@@ -45,11 +45,16 @@ const maxFreedSpans = 64
 // SendsPosted at once. A QP that was reset after an error forgets what
 // it had posted: those sends count as done.
 //
-// A datagram of SendBuffer memory is always posted from the registered
-// memory by its SGE, never inline, on both backends. Memory outside every
-// SendBuffer is sent as before: inline up to the QP's inline limit, else
-// copied into the conn's own send ring; it may change as soon as the
-// write returns.
+// A datagram of SendBuffer memory is posted from the registered memory by
+// its SGE on both backends; up to the QP's inline limit (rdma-core:
+// ListenConfig.MaxInline, 256 by default) with the inline flag, so that
+// the provider copies it from there into the work request at the post,
+// which on rxe costs less than the device reading it later (see
+// BenchmarkSendFrom), and longer ones are read by the device. Either way
+// rdmanet copies nothing (Stats.SentRegistered counts both); the rule of
+// the completion above holds for both. Memory outside every SendBuffer
+// is sent as before: inline up to the inline limit, else copied into the
+// conn's own send ring; it may change as soon as the write returns.
 //
 // On rdma-core a QP takes at most 16 memory regions and a conn uses two
 // of its own: NewSendBuffer fails (ENOSPC) past 14.

@@ -1,6 +1,7 @@
 package rdmanet_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -333,4 +334,45 @@ func TestSendsDoneAfterOtherSends(t *testing.T) {
 		require.NoError(t, tx.WaitSends(mark))
 		require.GreaterOrEqual(t, tx.SendsDone(), mark)
 	}
+}
+
+// Sends whose completions never come (a test backend that hides them):
+// the memory of a SendBuffer datagram is never reported free, WaitSends
+// and Free end at the write deadline, and Free leaves the buffer as it
+// was; Close frees it.
+func TestSendBufferCompletionNeverComes(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	lc := testConfig()
+	lc.Backend = rdmanet.BackendStuckSends
+	if testDevice != "" {
+		lc.Backend = rdmanet.BackendStuckSendsRDMACore
+	}
+	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	require.NoError(t, err)
+	defer tx.Close()
+	sb, err := tx.NewSendBuffer(4096)
+	require.NoError(t, err)
+	done := tx.SendsDone()
+	_, err = tx.WriteTo(sb.Bytes()[:1000], g)
+	require.NoError(t, err)
+	mark := tx.SendsPosted()
+	require.Greater(t, mark, done)
+	require.Less(t, tx.SendsDone(), mark, "a send not completed is not done")
+	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+	start := time.Now()
+	err = tx.WaitSends(mark)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	err = sb.Free()
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.NotNil(t, sb.Bytes(), "a Free that failed leaves the buffer")
+	_, err = tx.WriteTo(sb.Bytes()[:10], g)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the deadline passed")
+	require.NoError(t, tx.SetWriteDeadline(time.Time{}))
+	_, err = tx.WriteTo(sb.Bytes()[:10], g)
+	require.NoError(t, err, "still a SendBuffer")
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(sb.Bytes())))
+	require.NoError(t, tx.Close())
+	assert.False(t, mapped(t, base), "Close unmaps it")
 }
