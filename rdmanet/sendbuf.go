@@ -48,9 +48,10 @@ const maxFreedSpans = 64
 // A datagram of SendBuffer memory is posted from the registered memory by
 // its SGE on both backends; up to the QP's inline limit (rdma-core:
 // ListenConfig.MaxInline, 256 by default) with the inline flag, so that
-// the provider copies it from there into the work request at the post,
-// which on rxe costs less than the device reading it later (see
-// BenchmarkSendFrom), and longer ones are read by the device. Either way
+// the provider copies it from there into the work request at the post
+// (as small sends are best posted on NICs; on rxe under QEMU it measured
+// within noise of the device reading it, BenchmarkSendFrom), and longer
+// ones are read by the device. Either way
 // rdmanet copies nothing (Stats.SentRegistered counts both); the rule of
 // the completion above holds for both. Memory outside every SendBuffer
 // is sent as before: inline up to the inline limit, else copied into the
