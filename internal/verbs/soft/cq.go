@@ -26,6 +26,11 @@ type sendCQ struct {
 	n      int
 	armed  bool
 	waiter *sendWaiter
+	// queued mirrors n, or is -1 once closed, set with c.mu held: every
+	// write polls the CQ first (rdmanet's takePending), and selective
+	// signaling leaves it empty almost always, which Poll sees without
+	// the lock.
+	queued atomic.Int32
 }
 
 var _ verbs.CQ = (*sendCQ)(nil)
@@ -61,6 +66,7 @@ func (c *sendCQ) push(wc verbs.WC) {
 	}
 	c.ring[(c.head+c.n)%len(c.ring)] = wc
 	c.n++
+	c.queued.Store(int32(c.n))
 	if c.armed {
 		c.armed = false
 		if c.waiter != nil {
@@ -69,8 +75,12 @@ func (c *sendCQ) push(wc verbs.WC) {
 	}
 }
 
-// Poll takes queued send completions.
+// Poll takes queued send completions. An empty CQ that is not closed
+// answers 0 without taking the lock.
 func (c *sendCQ) Poll(wcs []verbs.WC) (int, error) {
+	if c.queued.Load() == 0 {
+		return 0, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -81,7 +91,10 @@ func (c *sendCQ) Poll(wcs []verbs.WC) (int, error) {
 		wcs[i] = c.ring[c.head]
 		c.head = (c.head + 1) % len(c.ring)
 	}
-	c.n -= k
+	if k > 0 {
+		c.n -= k
+		c.queued.Store(int32(c.n))
+	}
 	return k, nil
 }
 
@@ -164,7 +177,6 @@ type recvCQ struct {
 	// reading narrow, must look for (the watch saw some, or the mode
 	// just became narrow).
 	uniPending atomic.Bool
-	woken      atomic.Bool // the channel just woke the waiter
 	waiter     *recvWaiter // it holds wideFd and the multicast socket once made
 	last       int         // the socket the last datagram came from
 	pace       pace        // how much a read after a wake asks for
@@ -460,7 +472,11 @@ type pollPlan struct {
 // Q_Key, destination, ICRC), fills the GRH area and returns their
 // completions. Datagrams that fail validation are dropped and counted by
 // reason, and their buffers stay posted. It never blocks.
-func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
+func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) { return c.poll(wcs, false) }
+
+// poll is Poll; woken says that the channel just woke the waiter (which
+// alone passes true: recvWaiter.Poll), so something is there.
+func (c *recvCQ) poll(wcs []verbs.WC, woken bool) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.q.usable("ibv_poll_cq", c.closed); err != nil {
@@ -479,7 +495,7 @@ func (c *recvCQ) Poll(wcs []verbs.WC) (int, error) {
 	var err error
 	turn := c.turn // which socket a read not after a wake starts with
 	c.turn ^= 1
-	switch woken := c.woken.Load() && c.woken.Swap(false); { // no locked op when unset
+	switch {
 	case woken:
 		p = c.planWoken()
 	case c.mode.narrow():

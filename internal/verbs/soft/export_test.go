@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
 // RefuseGSO makes every send of a run of two or more datagrams fail with
@@ -62,9 +64,9 @@ func (h recvHooks) NarrowFd() int             { return h.c.q.mcFd }
 func (h recvHooks) Narrow() bool              { return h.c.sleepNarrow() }
 func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 
-// WakeRecvCQ tells q's receive CQ, as its waiter does, that its fd just
+// PollRecvWoken polls q's receive CQ as its waiter does after its fd
 // woke the wait.
-func WakeRecvCQ(q *QP) { q.rcq.woken.Store(true) }
+func PollRecvWoken(q *QP, wcs []verbs.WC) (int, error) { return q.rcq.poll(wcs, true) }
 
 // SelfFiltered reports whether q's multicast socket has the self filter.
 func SelfFiltered(q *QP) bool { return q.selfFilter }

@@ -302,6 +302,7 @@ func (q *QP) close() error {
 	defer q.scq.mu.Unlock()
 	defer q.rcq.mu.Unlock()
 	q.sq.closed, q.scq.closed, q.rcq.closed = true, true, true
+	q.scq.queued.Store(-1) // Poll takes the lock and reports the close
 	// Closing the multicast socket leaves its groups (the kernel's
 	// ip_mc_drop_socket, as for any UDP socket): no IP_DROP_MEMBERSHIP
 	// each. Nothing else holds the socket: the waiter has it, not a dup.
@@ -775,7 +776,7 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 	if len(wrs) > len(s.msgs) && len(s.msgs) < s.maxScratch {
 		s.grow(min(max(len(wrs), 2*len(s.msgs)), s.maxScratch))
 	}
-	room := q.scq.room()
+	room := -1 // the send CQ's room, asked for at the first signaled WR
 	k := min(len(wrs), len(s.msgs))
 	var err error
 	for i := range k {
@@ -793,7 +794,8 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 
 // encode checks WR i and fills slot i with its headers, destination and
 // iovecs (headers, payload, pad and ICRC); room is the send CQ's room for
-// signaled WRs.
+// signaled WRs, -1 until a signaled WR asks for it (most WRs are not, and
+// need not take the CQ's lock).
 func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
 	s := &q.sq
 	a, ok := wr.AH.(*ah)
@@ -814,6 +816,9 @@ func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
 		return fmt.Errorf("WR %d: %d bytes over MTU %d: %w", i, len(payload), q.mtu, verbs.ErrMessageSize)
 	}
 	if wr.Flags&verbs.SendSignaled != 0 {
+		if *room < 0 {
+			*room = q.scq.room()
+		}
 		if *room == 0 {
 			return fmt.Errorf("WR %d: send CQ full: %w", i, verbs.ErrQueueFull)
 		}
@@ -911,13 +916,19 @@ func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 	if alone && s.status[0] != verbs.WCSuccess {
 		return os.NewSyscallError("sendto", s.errno[0])
 	}
-	q.scq.mu.Lock()
+	locked := false // the send CQ's lock, taken for the first completion
 	for i := range wrs {
 		if wrs[i].Flags&verbs.SendSignaled != 0 || s.status[i] != verbs.WCSuccess {
+			if !locked {
+				q.scq.mu.Lock()
+				locked = true
+			}
 			q.scq.push(verbs.WC{WRID: wrs[i].WRID, Status: s.status[i], Opcode: verbs.WCSend, QPN: q.qpn, Errno: uint32(s.errno[i])})
 		}
 	}
-	q.scq.mu.Unlock()
+	if locked {
+		q.scq.mu.Unlock()
+	}
 	return nil
 }
 

@@ -119,11 +119,14 @@ func (w *eventWaiter) arm() error { return w.c.arm() }
 // sockets (wide); while it sleeps narrow the CQ kicks it for what that fd
 // cannot show (a unicast datagram, receives posted into an empty queue).
 // When a sleep ends because the fd became readable, the next Poll reads
-// at once rather than ask epoll first (recvCQ.woken).
+// at once rather than ask epoll first (woken).
 type recvWaiter struct {
 	c   *recvCQ
 	w   *poller.Waiter
 	wcs []verbs.WC
+	// woken: the fd just woke the wait. Only the wait touches it (its
+	// caller serializes waits), so it needs no atomic.
+	woken bool
 }
 
 // NewWaiter returns the receive CQ's waiter, which takes over the epoll
@@ -179,8 +182,12 @@ func (w *recvWaiter) Close() error {
 
 // Poll, Arm and Drain are the poller.Source; Narrow its poller.Narrower;
 // Woken the poller's news that the fd woke the wait.
-func (w *recvWaiter) Poll() (int, error)  { return w.c.Poll(w.wcs) }
+func (w *recvWaiter) Poll() (int, error) {
+	woken := w.woken
+	w.woken = false
+	return w.c.poll(w.wcs, woken)
+}
 func (w *recvWaiter) Arm() error          { return nil }
 func (w *recvWaiter) Drain() (int, error) { return 0, nil }
 func (w *recvWaiter) Narrow() bool        { return w.c.sleepNarrow() }
-func (w *recvWaiter) Woken()              { w.c.woken.Store(true) }
+func (w *recvWaiter) Woken()              { w.woken = true }
