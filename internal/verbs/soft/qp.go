@@ -634,7 +634,7 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 		if len(b) < verbs.GRHSize {
 			return i, fmt.Errorf("soft: ibv_post_recv: buffer of %d bytes is shorter than the %d-byte GRH", len(b), verbs.GRHSize)
 		}
-		c.rq[(c.head+c.n)%len(c.rq)] = rqEntry{wrid: wrs[i].WRID, buf: b}
+		c.rq[wrap(c.head+c.n, len(c.rq))] = rqEntry{wrid: wrs[i].WRID, buf: b}
 		c.n++
 	}
 	return len(wrs), nil
