@@ -131,13 +131,28 @@ func (u *udICRC) start(src, dst [4]byte, id uint16, df bool, sport, dport uint16
 	h[bthMask] = 0xFF
 	p0, p1, p2 := h[psnOff], h[psnOff+1], h[psnOff+2]
 	h[psnOff], h[psnOff+1], h[psnOff+2] = 0, 0, 0
-	if *h != u.last {
+	if !sameHead(h, &u.last) {
 		u.last = *h
 		u.state = crc32.Update(0, crc32.IEEETable, h[:])
 	}
 	return u.state ^ headTab[0][id>>8] ^ headTab[1][id&0xFF] ^
 		headTab[2][p0] ^ headTab[3][p1] ^ headTab[4][p2]
 }
+
+// sameHead compares two heads a word at a time, inline: the array
+// comparison is a call into the runtime's memequal, on every datagram
+// sent and received.
+func sameHead(a, b *[udHeadLen]byte) bool {
+	le := binary.LittleEndian
+	return le.Uint64(a[0:]) == le.Uint64(b[0:]) && le.Uint64(a[8:]) == le.Uint64(b[8:]) &&
+		le.Uint64(a[16:]) == le.Uint64(b[16:]) && le.Uint64(a[24:]) == le.Uint64(b[24:]) &&
+		le.Uint64(a[32:]) == le.Uint64(b[32:]) && le.Uint64(a[40:]) == le.Uint64(b[40:]) &&
+		le.Uint64(a[48:]) == le.Uint64(b[48:])
+}
+
+// The words of sameHead cover the head exactly.
+var _ [udHeadLen - 56]struct{}
+var _ [56 - udHeadLen]struct{}
 
 var errNotRoCE = errors.New("soft: not a RoCEv2 packet (IPv4/IPv6 + UDP + BTH + ICRC)")
 

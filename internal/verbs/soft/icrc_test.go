@@ -230,3 +230,50 @@ func TestUDICRCHeadMatchesFullCRC(t *testing.T) {
 	assert.GreaterOrEqual(t, hits, unchanged-1, "the flow head should be remembered between datagrams of one flow (the first has none to find)")
 	assert.Greater(t, 2000-hits, 300, "flow changes should be seen")
 }
+
+// TestIPv4ChecksumWords: the 32-bit-word sum of a 20-byte header gives
+// the checksum the 16-bit one's-complement sum of RFC 1071 gives, also
+// for headers whose sums carry (all ones, all zeros, random).
+func TestIPv4ChecksumWords(t *testing.T) {
+	rfc1071 := func(h []byte) uint16 {
+		var sum uint32
+		for i := 0; i < len(h); i += 2 {
+			sum += uint32(h[i])<<8 | uint32(h[i+1])
+		}
+		for sum>>16 != 0 {
+			sum = sum&0xFFFF + sum>>16
+		}
+		return ^uint16(sum)
+	}
+	hs := [][]byte{make([]byte, 20), make([]byte, 20)}
+	for i := range hs[1] {
+		hs[1][i] = 0xFF
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		h := make([]byte, 20)
+		for i := range h {
+			h[i] = byte(r.Uint32())
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		require.Equal(t, rfc1071(h), ipv4Checksum(h), "header % x", h)
+	}
+}
+
+// TestSameHead: the word-wise head comparison agrees with the array
+// comparison, for a difference in any one byte.
+func TestSameHead(t *testing.T) {
+	var a, b [udHeadLen]byte
+	for i := range a {
+		a[i] = byte(i * 7)
+	}
+	b = a
+	require.True(t, sameHead(&a, &b))
+	for i := range b {
+		b[i] ^= 0x10
+		require.False(t, sameHead(&a, &b), "byte %d differs", i)
+		b[i] ^= 0x10
+	}
+}
