@@ -50,6 +50,7 @@ type Waiter struct {
 	f    *os.File
 	rc   syscall.RawConn
 	src  Source
+	wk   woken // src, where it wants to know of wakes (asserted once)
 	spin time.Duration
 	// Spin back-off: misses counts spins in a row that found nothing;
 	// from the spinMissesBeforeBackoff-th on, each is followed by waits
@@ -92,6 +93,7 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	}
 	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
 	w.fn = w.step
+	w.wk, _ = src.(woken)
 	return w, nil
 }
 
@@ -108,6 +110,7 @@ func Adopt(fd int, name string, src Source, spin time.Duration) (*Waiter, error)
 	}
 	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
 	w.fn = w.step
+	w.wk, _ = src.(woken)
 	return w, nil
 }
 
@@ -150,8 +153,8 @@ func (w *Waiter) step(uintptr) bool {
 	if w.level {
 		if w.slept {
 			w.slept = false
-			if h, ok := w.src.(woken); ok {
-				h.Woken()
+			if w.wk != nil {
+				w.wk.Woken()
 			}
 		}
 		n, err := w.src.Poll()
