@@ -12,6 +12,7 @@
 # It makes its own namespace (unshare -n) unless RDMANET_IN_NETNS is set;
 # nothing leaves lo. Needs sockperf (Debian package sockperf) and python3.
 set -eu
+export PATH="$PATH:/usr/local/go/bin"
 rounds=${1:-5}
 secs=${2:-2}
 if [ -z "${RDMANET_IN_NETNS:-}" ]; then
