@@ -101,46 +101,75 @@ type groArea struct {
 
 func (a *groArea) row(i int) []byte { return a.mem[i*groRow : (i+1)*groRow] }
 
-// groPool holds the areas no CQ is reading with: one is made only when
-// every one is in use, so a process has as many as it has concurrent
-// reads of GRO sockets (and CQs with datagrams pending), and keeps up to
-// groPoolKeep of them.
+// groPool holds the areas: groPoolMax of them in place (no heap
+// allocation when another CQ reads at the same time), mapped when first
+// needed, so a process maps as many as it has concurrent reads of GRO
+// sockets (and CQs with datagrams pending). Past groPoolKeep free ones, an
+// area given back drops its pages (MADV_DONTNEED); past groPoolMax in use,
+// one more is made and unmapped when given back.
 var groPool struct {
-	mu   sync.Mutex
-	free []*groArea
+	mu    sync.Mutex
+	areas [groPoolMax]groArea
+	made  int
+	free  [groPoolMax]*groArea
+	nfree int
 }
+
+const (
+	groPoolMax  = 64
+	groPoolKeep = 8
+)
 
 func getGROArea() (*groArea, error) {
 	groPool.mu.Lock()
-	if n := len(groPool.free); n > 0 {
-		a := groPool.free[n-1]
-		groPool.free = groPool.free[:n-1]
+	if groPool.nfree > 0 {
+		groPool.nfree--
+		a := groPool.free[groPool.nfree]
 		groPool.mu.Unlock()
 		return a, nil
 	}
+	var a *groArea
+	if groPool.made < groPoolMax {
+		a = &groPool.areas[groPool.made]
+	}
+	mem, err := mapGROArea()
+	if err != nil {
+		groPool.mu.Unlock()
+		return nil, err
+	}
+	if a != nil {
+		groPool.made++
+	} else {
+		a = new(groArea)
+	}
+	a.mem = mem
 	groPool.mu.Unlock()
+	return a, nil
+}
+
+func mapGROArea() ([]byte, error) {
 	mem, err := unix.Mmap(-1, 0, recvBatch*groRow, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	return &groArea{mem: mem}, nil
+	return mem, nil
 }
 
-// groPoolKeep is how many free areas the pool keeps; one more is unmapped
-// (after a burst of concurrent reads), its resident pages with it.
-const groPoolKeep = 8
-
 func putGROArea(a *groArea) {
-	clear(a.data[:]) // keep no slice of a row that another CQ writes
-	groPool.mu.Lock()
-	if len(groPool.free) < groPoolKeep {
-		groPool.free = append(groPool.free, a)
-		a = nil
-	}
-	groPool.mu.Unlock()
-	if a != nil {
+	clear(a.data[:]) // keep no slice of a row another CQ will write
+	p := &groPool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	inPool := uintptr(unsafe.Pointer(a))-uintptr(unsafe.Pointer(&p.areas[0])) < unsafe.Sizeof(p.areas)
+	if !inPool {
 		unix.Munmap(a.mem)
+		return
 	}
+	if p.nfree >= groPoolKeep {
+		unix.Madvise(a.mem, unix.MADV_DONTNEED)
+	}
+	p.free[p.nfree] = a
+	p.nfree++
 }
 
 // groState is the receive CQ's GRO: which sockets have it, the area a
