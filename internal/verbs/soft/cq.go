@@ -494,14 +494,12 @@ func (c *recvCQ) poll(wcs []verbs.WC, woken bool) (int, error) {
 		return 0, err
 	}
 	if c.n == 0 {
+		c.setActive(false) // polled with no receive posted (gro.go)
 		return 0, nil
 	}
 	if c.gro.pending() { // what the last read left comes first (gro.go)
 		n := c.completeCopied(wcs)
 		c.gro.release()
-		if c.n == 0 {
-			c.setActive(false)
-		}
 		if n > 0 || c.gro.pending() {
 			return n, nil
 		}
@@ -782,9 +780,6 @@ func (c *recvCQ) complete(sock, got int, wcs []verbs.WC) int {
 		n += c.completeCopied(wcs[n:])
 	}
 	c.gro.release()
-	if c.n == 0 {
-		c.setActive(false) // no receive posted: see setActive
-	}
 	return n
 }
 

@@ -198,13 +198,16 @@ type groState struct {
 var groOff = os.Getenv("RDMANET_SOFT_GRO") == "0"
 
 // setActive turns UDP_GRO on the QP's sockets on or off, where it is
-// not already. It is on only while receives are posted: a run the kernel
-// drops from a full socket buffer counts once in the socket's drops
-// (sk_drops counts skbs), where the same run cut into datagrams counts
-// each, so with no receive posted, when the socket buffer holds what
-// comes, datagrams queue as datagrams and Drops.Overflow counts each
-// one. A kernel that refuses it (before 5.0) leaves the QP without, as
-// does the kill switch; c.mu is held.
+// not already: on when receives are posted into an empty queue, off until
+// then from the QP's creation and from a Poll that finds no receive
+// posted. A run the kernel drops from a full socket buffer counts once in
+// the socket's drops (sk_drops counts skbs), where the same run cut into
+// datagrams counts each: so while the consumer posts no receives, and
+// the socket buffer is what holds datagrams, they queue as datagrams and
+// Drops.Overflow counts each one. (A consumer that stops reading with
+// receives posted keeps GRO on: a run dropped then counts once.) A
+// kernel that refuses it (before 5.0) leaves the QP without, as does the
+// kill switch; c.mu is held.
 func (c *recvCQ) setActive(active bool) {
 	g := &c.gro
 	if g.off {

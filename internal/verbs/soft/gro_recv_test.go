@@ -239,8 +239,9 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 }
 
 // With no receive posted, UDP_GRO is off, so what the socket buffer cannot
-// hold is dropped (and counted) datagram by datagram; with receives
-// posted again it is back on.
+// hold is dropped (and counted) datagram by datagram: from the QP's
+// creation, and from a Poll that finds no receive posted, until receives
+// are posted again.
 func TestGROOffWithoutReceives(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{})
 	a.join("239.201.9.2", false)
@@ -248,7 +249,14 @@ func TestGROOffWithoutReceives(t *testing.T) {
 	a.postRecvs(0, 1)
 	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp))
 	a.unicastTo(a, []byte("x")) // consumes the one receive
-	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after the last receive completed")
+	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp), "until a Poll finds no receive posted")
+	var wcs [1]verbs.WC
+	n, err := a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
+	a.postRecvs(0, 1)
+	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
 // An nftables rule that drops a GSO run drops it whole, with or without
