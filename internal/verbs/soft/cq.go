@@ -494,7 +494,7 @@ func (c *recvCQ) poll(wcs []verbs.WC, woken bool) (int, error) {
 		return 0, err
 	}
 	if c.n == 0 {
-		c.setActive(false) // polled with no receive posted (gro.go)
+		c.groNoReceives() // polled with no receive posted (gro.go)
 		return 0, nil
 	}
 	if c.gro.pending() { // what the last read left comes first (gro.go)
@@ -675,7 +675,9 @@ const inPlaceSlack = ImmDtSize + 3 + ICRCSize
 // and control buffers) were set once by initScratch: only the buffer's
 // iovec and the lengths the kernel overwrites are reset. A bare read asks
 // for no control messages, and one datagram in place is read with
-// recvfrom, the kernel's cheapest receive.
+// recvfrom, the kernel's cheapest receive. A read of a socket with GRO
+// gives each slot an overflow too, its row of the GRO area (gro.go), and
+// room for the UDP_GRO message even when bare.
 func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	ctrlLen := ctrlSize
 	if bare {
@@ -737,6 +739,9 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	}
 	if got == 0 {
 		c.gro.release()
+		if s := c.sockIndex(fd); err == unix.EAGAIN && c.gro.on[s] && !c.gro.active[s] {
+			c.gro.on[s] = false // read dry since GRO went off: no run left
+		}
 	}
 	return got, err
 }
@@ -780,6 +785,7 @@ func (c *recvCQ) complete(sock, got int, wcs []verbs.WC) int {
 		n += c.completeCopied(wcs[n:])
 	}
 	c.gro.release()
+	c.groLearn(sock, first < got)
 	return n
 }
 
@@ -940,6 +946,7 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	if !ok {
 		return DropBadICRC
 	}
+	c.gro.seen = c.gro.seen || id != 0 // a later segment of a run (gro.go)
 	if h.HasImm() {
 		v.copyOut(body[:plen], maxHdrSize)
 	}

@@ -176,12 +176,16 @@ func putGROArea(a *groArea) {
 // read holds, and the rest of a read completing by copy (slots [slot,
 // end) of the read on socket sock, the slot's datagrams in run).
 type groState struct {
-	// on: each socket (multicast, unicast) has had UDP_GRO, so its reads
-	// may be coalesced and get overflows; active: it has it now; off:
-	// RDMANET_SOFT_GRO=0 or the kernel refused it.
-	on, active [2]bool
-	off        bool
-	area       *groArea
+	// For each socket (multicast, unicast): on, it may hold coalesced
+	// runs, so its reads get overflows; active, it has UDP_GRO now; want,
+	// runs arrive at it; quiet, reads with GRO since the last coalesced
+	// one. seen: the read in progress showed a later segment of a run.
+	// off: RDMANET_SOFT_GRO=0 or the kernel refused it.
+	on, active, want [2]bool
+	quiet            [2]int
+	seen             bool
+	off              bool
+	area             *groArea
 
 	sock, slot, end int
 	started         bool    // run and meta are slot's
@@ -197,38 +201,82 @@ type groState struct {
 // groOff is the kill switch: RDMANET_SOFT_GRO=0 keeps UDP_GRO off.
 var groOff = os.Getenv("RDMANET_SOFT_GRO") == "0"
 
-// setActive turns UDP_GRO on the QP's sockets on or off, where it is
-// not already: on when receives are posted into an empty queue, off until
-// then from the QP's creation and from a Poll that finds no receive
-// posted. A run the kernel drops from a full socket buffer counts once in
-// the socket's drops (sk_drops counts skbs), where the same run cut into
-// datagrams counts each: so while the consumer posts no receives, and
-// the socket buffer is what holds datagrams, they queue as datagrams and
-// Drops.Overflow counts each one. (A consumer that stops reading with
-// receives posted keeps GRO on: a run dropped then counts once.) A
-// kernel that refuses it (before 5.0) leaves the QP without, as does the
-// kill switch; c.mu is held.
-func (c *recvCQ) setActive(active bool) {
+// When UDP_GRO is on. A read of a socket with it costs a little more
+// than one without (an overflow iovec, room for its control message, no
+// recvfrom), which request/response traffic would pay on every datagram
+// for nothing, so a socket gets it only once runs arrive: a datagram
+// whose solved IP ID is not 0 is a later segment of a GSO run the kernel
+// cut (or from a sender that numbers its IDs). It goes off again after
+// groQuietReads reads with no coalesced one, and from a Poll that finds
+// no receive posted until receives are posted again: a run the kernel
+// drops from a full socket buffer counts once in the socket's drops
+// (sk_drops counts skbs), where the same run cut into datagrams counts
+// each, so while the consumer posts no receives, and the socket buffer is
+// what holds datagrams, they queue as datagrams and Drops.Overflow counts
+// each one. (A consumer that stops reading with receives posted keeps GRO
+// on: a run dropped then counts once.) Once off, reads keep their
+// overflows until the socket was read dry, since runs queued before may
+// still be there. A kernel that refuses UDP_GRO (before 5.0) leaves the QP
+// without, as does the kill switch.
+const groQuietReads = 256
+
+// setGRO turns UDP_GRO on socket s on or off, if it is not already; c.mu
+// is held.
+func (c *recvCQ) setGRO(s int, active bool) {
 	g := &c.gro
-	if g.off {
+	fd := [2]int{c.q.mcFd, c.q.uniFd}[s]
+	if g.off || g.active[s] == active || fd < 0 {
 		return
 	}
-	for s, fd := range [2]int{c.q.mcFd, c.q.uniFd} {
-		if g.active[s] == active || fd < 0 {
-			continue
+	v := 0
+	if active {
+		v = 1
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, v); err != nil {
+		if active && !g.on[s] {
+			g.off = true // never had it: the kernel cannot
 		}
-		v := 0
-		if active {
-			v = 1
+		return
+	}
+	g.active[s], g.quiet[s] = active, 0
+	g.on[s] = g.on[s] || active
+}
+
+// groNoReceives turns GRO off on both sockets, for as long as no receive
+// is posted; groReceivesPosted turns it back on where runs were arriving.
+func (c *recvCQ) groNoReceives() {
+	c.setGRO(0, false)
+	c.setGRO(1, false)
+}
+
+func (c *recvCQ) groReceivesPosted() {
+	for s := range 2 {
+		if c.gro.want[s] {
+			c.setGRO(s, true)
 		}
-		if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, v); err != nil {
-			if active && !g.on[s] {
-				g.off = true // never had it: the kernel cannot
-			}
-			continue
+	}
+}
+
+// groLearn notes what a read of socket sock showed: later segments of a
+// run cut by the kernel (runs arrive: GRO on), or, with GRO on, whether it
+// was coalesced (groQuietReads reads that are not: off).
+func (c *recvCQ) groLearn(sock int, coalesced bool) {
+	g := &c.gro
+	switch {
+	case g.seen:
+		g.seen = false
+		g.want[sock] = true
+		if c.n > 0 {
+			c.setGRO(sock, true)
 		}
-		g.active[s] = active
-		g.on[s] = g.on[s] || active
+	case !g.active[sock]:
+	case coalesced:
+		g.quiet[sock] = 0
+	default:
+		if g.quiet[sock]++; g.quiet[sock] >= groQuietReads {
+			g.want[sock] = false
+			c.setGRO(sock, false)
+		}
 	}
 }
 

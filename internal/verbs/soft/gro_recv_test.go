@@ -172,8 +172,9 @@ func TestCoalescedReadSplit(t *testing.T) {
 
 // A run sent with UDP GSO arrives as one read at every QP that receives
 // it, multicast (three QPs in the group) and unicast, split into its
-// datagrams in order; the sender's own copy is dropped whole in the
-// kernel by the self filter.
+// datagrams in order, once runs have been arriving (the first is cut by
+// the kernel, and its later segments turn GRO on); the sender's own copy
+// is dropped whole in the kernel by the self filter.
 func TestWriteBatchArrivesCoalesced(t *testing.T) {
 	const batch, size = 32, 1024
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64, BlockSelfMulticastLoopback: true})
@@ -186,9 +187,6 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 	}
 	_, gah := s.join("239.201.9.1", false) // a full member: loopback comes back to it
 	s.postRecvs(0, nBufs)
-	for i := range rx {
-		require.Equal(t, [2]bool{true, true}, soft.GROActive(rx[i].qp), "UDP_GRO on both sockets while receives are posted")
-	}
 	postBatch := func(ah verbs.AH, qpn, qkey uint32, tag byte) {
 		wrs := make([]verbs.SendWR, batch)
 		for i := range wrs {
@@ -217,9 +215,18 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 			}
 		}
 	}
+	for i := range rx {
+		require.Equal(t, [2]bool{false, false}, soft.GROActive(rx[i].qp), "UDP_GRO before runs arrive")
+	}
+	postBatch(gah, m.RemoteQPN, m.QKey, 0)
+	for i, e := range rx {
+		check(e, 0, 0)
+		e.postRecvs(0, batch)
+		require.Equal(t, [2]bool{true, false}, soft.GROActive(e.qp), "QP %d: UDP_GRO on the multicast socket once a run came", i)
+	}
 	postBatch(gah, m.RemoteQPN, m.QKey, 1)
 	for i, e := range rx {
-		check(e, 1, 0)
+		check(e, 1, batch)
 		reads, dgrams := soft.GROReads(e.qp)
 		assert.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "QP %d: one coalesced read of the batch", i)
 		assert.Zero(t, dropTotal(e.qp.Drops()), "QP %d drops", i)
@@ -232,31 +239,50 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 	// Unicast: to rx[0]'s QP.
 	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: rx[0].id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
+	postBatch(uah, rx[0].qp.QPN(), rx[0].qp.QKey(), 5)
+	check(rx[0], 5, 0)
+	require.Equal(t, [2]bool{true, true}, soft.GROActive(rx[0].qp), "UDP_GRO on the unicast socket once a run came")
+	rx[0].postRecvs(0, nBufs)
 	postBatch(uah, rx[0].qp.QPN(), rx[0].qp.QKey(), 7)
-	check(rx[0], 7, batch)
+	check(rx[0], 7, 0)
 	reads, dgrams := soft.GROReads(rx[0].qp)
 	assert.Equal(t, [2]uint64{2, 2 * batch}, [2]uint64{reads, dgrams}, "one more coalesced read, unicast")
 }
 
-// With no receive posted, UDP_GRO is off, so what the socket buffer cannot
-// hold is dropped (and counted) datagram by datagram: from the QP's
-// creation, and from a Poll that finds no receive posted, until receives
-// are posted again.
-func TestGROOffWithoutReceives(t *testing.T) {
+// UDP_GRO is on only where runs arrive, and off while no receive is
+// posted, so that what the socket buffer cannot hold then is dropped (and
+// counted) datagram by datagram: from a Poll that finds no receive posted
+// until receives are posted again. Single datagrams (request/response)
+// never turn it on.
+func TestGROOnlyWhereRunsArrive(t *testing.T) {
+	const batch = 8
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
 	a := newEndpoint(t, verbs.QPConfig{})
-	a.join("239.201.9.2", false)
-	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "before any receive is posted")
-	a.postRecvs(0, 1)
-	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp))
-	a.unicastTo(a, []byte("x")) // consumes the one receive
-	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp), "until a Poll finds no receive posted")
+	a.postRecvs(0, nBufs)
+	for range 3 {
+		s.unicastTo(a, []byte("x"))
+	}
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after single datagrams")
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, batch, k)
+	require.Len(t, a.recv(batch, 2*time.Second), batch)
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run, on the socket it came to")
+
+	soft.FlushRecvs(a.qp)
 	var wcs [1]verbs.WC
 	n, err := a.qp.RecvCQ().Poll(wcs[:])
 	require.NoError(t, err)
 	require.Zero(t, n)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
 	a.postRecvs(0, 1)
-	assert.Equal(t, [2]bool{true, true}, soft.GROActive(a.qp), "receives posted again")
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
 // An nftables rule that drops a GSO run drops it whole, with or without
@@ -272,7 +298,6 @@ func TestNftDropsWholeRuns(t *testing.T) {
 	for _, args := range [][]string{
 		{"add", "table", "inet", "grotest"},
 		{"add", "chain", "inet", "grotest", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "grotest", "in", "udp", "dport", "4791", "numgen", "inc", "mod", "2", "==", "0", "counter", "drop"},
 	} {
 		out, err := exec.Command("nft", args...).CombinedOutput()
 		require.NoError(t, err, "nft %v: %s", args, out)
@@ -283,7 +308,16 @@ func TestNftDropsWholeRuns(t *testing.T) {
 	a.postRecvs(0, nBufs)
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
-	for r := range runs {
+	for r := range runs + 1 {
+		if r == 1 {
+			// The first run, cut by the kernel, turned GRO on.
+			require.Len(t, a.recv(batch, 2*time.Second), batch)
+			require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp))
+			a.postRecvs(0, nBufs)
+			out, err := exec.Command("nft", "add", "rule", "inet", "grotest", "in", "udp", "dport", "4791",
+				"numgen", "inc", "mod", "2", "==", "0", "counter", "drop").CombinedOutput()
+			require.NoError(t, err, "nft: %s", out)
+		}
 		wrs := make([]verbs.SendWR, batch)
 		for i := range wrs {
 			s.sendBuf(i)[0] = byte(r)

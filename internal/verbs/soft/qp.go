@@ -625,7 +625,7 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 		// (deferred: after the receives are in). Runs sent with UDP GSO
 		// may now arrive whole (gro.go).
 		defer c.kickWaiter()
-		c.setActive(true)
+		c.groReceivesPosted()
 	}
 	for i := range wrs {
 		if c.n == len(c.rq) {
