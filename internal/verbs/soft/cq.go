@@ -137,7 +137,7 @@ type rqEntry struct {
 }
 
 const (
-	ctrlSize = 128 // IP_ORIGDSTADDR, IP_TTL, IP_TOS, SO_RXQ_OVFL
+	ctrlSize = 128 // IP_ORIGDSTADDR, IP_TTL, IP_TOS, SO_RXQ_OVFL, UDP_GRO: 32+24+24+24+24
 	tailSize = 16  // room past the buffer: ImmDt, pad, ICRC
 )
 
@@ -202,7 +202,7 @@ type recvCQ struct {
 	maxScratch int
 	full       bool
 	msgs       []mmsghdr
-	iov        [][4]unix.Iovec // header, buffer, tail; or the buffer in place
+	iov        [][5]unix.Iovec // header, buffer, tail[, overflow]; or the buffer in place[, overflow] (gro.go)
 	hdr        [][hdrSize]byte
 	tail       [][tailSize]byte
 	names      []unix.RawSockaddrInet4
@@ -234,6 +234,7 @@ type recvCQ struct {
 	meta       rxMeta
 	hd         Header
 	icrc       udICRC
+	gro        groState // receive-side GRO (gro.go)
 }
 
 var _ verbs.CQ = (*recvCQ)(nil)
@@ -288,7 +289,7 @@ const firstScratch = 8
 // growScratch makes the recvmmsg scratch n slots; no read is in progress.
 func (c *recvCQ) growScratch(n int) {
 	c.msgs = make([]mmsghdr, n)
-	c.iov = make([][4]unix.Iovec, n)
+	c.iov = make([][5]unix.Iovec, n)
 	c.hdr = make([][hdrSize]byte, n)
 	c.tail = make([][tailSize]byte, n)
 	c.names = make([]unix.RawSockaddrInet4, n)
@@ -493,7 +494,15 @@ func (c *recvCQ) poll(wcs []verbs.WC, woken bool) (int, error) {
 		return 0, err
 	}
 	if c.n == 0 {
+		c.groNoReceives() // polled with no receive posted (gro.go)
 		return 0, nil
+	}
+	if c.gro.pending() { // what the last read left comes first (gro.go)
+		n := c.completeCopied(wcs)
+		c.gro.release()
+		if n > 0 || c.gro.pending() {
+			return n, nil
+		}
 	}
 	if c.full {
 		c.full = false
@@ -666,11 +675,23 @@ const inPlaceSlack = ImmDtSize + 3 + ICRCSize
 // and control buffers) were set once by initScratch: only the buffer's
 // iovec and the lengths the kernel overwrites are reset. A bare read asks
 // for no control messages, and one datagram in place is read with
-// recvfrom, the kernel's cheapest receive.
+// recvfrom, the kernel's cheapest receive. A read of a socket with GRO
+// gives each slot an overflow too, its row of the GRO area (gro.go), and
+// room for the UDP_GRO message even when bare.
 func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	ctrlLen := ctrlSize
 	if bare {
 		ctrlLen = 0
+	}
+	var area *groArea
+	if c.gro.on[c.sockIndex(fd)] {
+		if err := c.gro.hold(); err != nil {
+			return 0, err
+		}
+		area = c.gro.area
+		if bare {
+			ctrlLen = groCtrl
+		}
 	}
 	j := c.head
 	for i := range k {
@@ -681,26 +702,56 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		j++
 		m := &c.msgs[i]
 		if len(buf) >= verbs.GRHSize+c.q.mtu+inPlaceSlack {
-			setIov(&c.iov[i][3], buf[verbs.GRHSize-hdrSize:])
+			region := buf[verbs.GRHSize-hdrSize:]
 			m.Hdr.Iov = &c.iov[i][3]
 			m.Hdr.SetIovlen(1)
+			if area != nil {
+				// Cut to the largest datagram, so that the region fits
+				// in front of the row's overflow (groPrefix).
+				region = region[:hdrSize+c.q.mtu+inPlaceSlack]
+				setIov(&c.iov[i][4], area.row(i)[groPrefix:])
+				m.Hdr.SetIovlen(2)
+			}
+			setIov(&c.iov[i][3], region)
 		} else {
 			setIov(&c.iov[i][1], buf[verbs.GRHSize:])
 			m.Hdr.Iov = &c.iov[i][0]
 			m.Hdr.SetIovlen(3)
+			if area != nil {
+				setIov(&c.iov[i][3], area.row(i)[groPrefix:])
+				m.Hdr.SetIovlen(4)
+			}
 		}
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
 		m.Hdr.SetControllen(ctrlLen)
 		m.Hdr.Flags = 0
 		m.Len = 0
 	}
-	if k == 1 && bare && c.msgs[0].Hdr.Iovlen == 1 {
-		return recvfromOne(fd, &c.msgs[0], unix.MSG_DONTWAIT)
+	var got int
+	var err error
+	switch {
+	case k == 1 && bare && c.msgs[0].Hdr.Iovlen == 1:
+		return recvfromOne(fd, &c.msgs[0], unix.MSG_DONTWAIT) // no GRO: no area held
+	case k == 1:
+		got, err = recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
+	default:
+		got, err = recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
 	}
-	if k == 1 {
-		return recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
+	if got == 0 {
+		c.gro.release()
+		if s := c.sockIndex(fd); err == unix.EAGAIN && c.gro.on[s] && !c.gro.active[s] {
+			c.gro.on[s] = false // read dry since GRO went off: no run left
+		}
 	}
-	return recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
+	return got, err
+}
+
+// sockIndex is 0 for the multicast socket's fd, 1 for the unicast one's.
+func (c *recvCQ) sockIndex(fd int) int {
+	if fd == c.q.uniFd {
+		return 1
+	}
+	return 0
 }
 
 // initScratch sets the constant parts of the recvmmsg scratch slots.
@@ -716,10 +767,32 @@ func (c *recvCQ) initScratch() {
 	}
 }
 
-// complete validates the got datagrams that landed in the first got posted
-// buffers, fills wcs and fixes the receive queue: consumed entries leave,
-// the others go back to the front in order.
+// complete validates the got datagrams read into the first got posted
+// buffers and fills wcs. With GRO (gro.go) the slots from the first one
+// that was coalesced or spilled into its overflow on complete by copy, and
+// what does not fit wcs or the posted receives stays pending.
 func (c *recvCQ) complete(sock, got int, wcs []verbs.WC) int {
+	first := got
+	if c.gro.area != nil {
+		first = c.firstCopied(got)
+	}
+	if first < got {
+		c.moveOut(first, got)
+	}
+	n := c.completeInPlace(sock, first, wcs)
+	if first < got {
+		c.startCopied(sock, first, got)
+		n += c.completeCopied(wcs[n:])
+	}
+	c.gro.release()
+	c.groLearn(sock, first < got)
+	return n
+}
+
+// completeInPlace validates the got datagrams that landed in the first got
+// posted buffers, fills wcs and fixes the receive queue: consumed entries
+// leave, the others go back to the front in order.
+func (c *recvCQ) completeInPlace(sock, got int, wcs []verbs.WC) int {
 	kept, n := 0, 0
 	for i := range got {
 		e := c.rq[wrap(c.head+i, len(c.rq))]
@@ -813,7 +886,7 @@ func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n 
 // view is datagram i of n bytes, which landed in buf (and, scattered, in
 // slot i's scratch), and its first hdrSize bytes.
 func (c *recvCQ) view(i int, buf []byte, n int) (v rxView, hdr []byte) {
-	if c.msgs[i].Hdr.Iovlen == 1 { // in place: the datagram is whole from GRH-20
+	if c.msgs[i].Hdr.Iov == &c.iov[i][3] { // in place: the datagram is whole from GRH-20
 		v.s[0] = buf[verbs.GRHSize-hdrSize:][:n]
 		return v, v.s[0][:min(n, hdrSize)]
 	}
@@ -873,6 +946,7 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	if !ok {
 		return DropBadICRC
 	}
+	c.gro.seen = c.gro.seen || id != 0 // a later segment of a run (gro.go)
 	if h.HasImm() {
 		v.copyOut(body[:plen], maxHdrSize)
 	}

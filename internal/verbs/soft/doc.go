@@ -78,9 +78,9 @@
 // again and sleep on a Go channel that a completion or event queued while
 // armed, a deadline (a timer), Wake or Close leaves a note on.
 // RecvCQ().Poll does the work, straight into the posted buffers:
-// sleeping narrow it reads the multicast socket directly (recvfrom or
-// recvmsg for one datagram when traffic is request/response, recvmmsg
-// for a stream) and the unicast socket only when the watch saw datagrams
+// sleeping narrow it reads the multicast socket directly (recvmsg, or
+// recvfrom on a socket without GRO, for one datagram when traffic is
+// request/response, recvmmsg for a stream) and the unicast socket only when the watch saw datagrams
 // there or the mode just turned narrow; sleeping wide it first asks the
 // channel's epoll set, which holds both sockets then, which hold
 // datagrams. Right after a wake it reads where the
@@ -89,7 +89,40 @@
 // it scattered over scratch. Then validation (BTH, P_Key, Q_Key,
 // destination QPN and group, ICRC), a GRH area as rxe fills it for
 // RoCEv2 over IPv4 (bytes 20-39 an IPv4 header), and one completion per
-// datagram. The header's destination comes from IP_ORIGDSTADDR, except
+// datagram.
+//
+// Where runs arrive (a datagram's solved IP ID is not 0: a later segment
+// of a GSO run the kernel cut) and while receives are posted, a socket
+// has UDP_GRO (gro.go), so a run a sender sent as one GSO message arrives
+// as one read: the kernel
+// neither cuts it into a datagram per skb (on loopback it did so in the
+// sender's context) nor queues them one by one, and a multicast run
+// reaches every receiving socket on the host as a clone of one skb. The
+// UDP_GRO control message gives the segment size; each datagram of the
+// run (each with its own BTH, DETH and ICRC, sealed for IP ID 0, 1,
+// 2, ..., which the ICRC check tries first) completes its own posted
+// receive or is dropped and counted on its own. Every read of a GRO
+// socket gives each slot an overflow past the posted buffer, a 68 KiB
+// row of an area taken for the read from a pool all QPs share (mapped
+// memory: an idle QP holds none, and only rows coalesced reads wrote
+// are resident), so a read of up to 64 KiB is never truncated. The
+// slots up to the first coalesced one complete in place as without GRO;
+// from it on, each datagram is copied into the next posted buffer by the
+// pass that checks its ICRC. Datagrams for which no receive is posted or
+// no completion asked for stay in the area for the next Poll, as they
+// would have in the socket buffer. GRO goes off after 256 reads with no
+// run (request/response traffic keeps the cheaper reads without it: one
+// iovec, no control room, recvfrom), and at a Poll that finds no receive
+// posted, until receives are posted again: the kernel counts a
+// run it drops from a full socket buffer once (sk_drops counts skbs),
+// so while the socket buffer is what holds datagrams they queue one by
+// one and Drops.Overflow counts each. A consumer that stops reading with
+// receives posted keeps GRO on, and a run dropped then counts once. A
+// kernel without UDP_GRO (before 5.0) refuses it and the QP goes
+// without; RDMANET_SOFT_GRO=0 turns it off. The self filter sees a run's
+// first datagram, whose sender is every datagram's, and drops the whole
+// run; an nftables rule (or any netfilter hook) also sees the run as one
+// skb and drops or passes it whole, with or without GRO. The header's destination comes from IP_ORIGDSTADDR, except
 // for a QP created with GRHAddressesOnly wherever it is known without:
 // on the unicast socket (bound to the QP's address) and on the multicast
 // socket while one group is joined and the socket was read dry since the

@@ -1,7 +1,11 @@
 package soft
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -77,4 +81,61 @@ func NoSelfFilter() (restore func()) {
 	old := attachSelfFilter
 	attachSelfFilter = func(int, [4]byte, uint32) bool { return false }
 	return func() { attachSelfFilter = old }
+}
+
+// InjectCoalesced puts data before q's receive CQ as one read of socket
+// sock (0 multicast, 1 unicast) coalesced with segment size seg, as the
+// kernel returns a run with UDP_GRO, sent from src:sport to dst: the next
+// Poll completes its datagrams (gro.go). It fails while datagrams of an
+// earlier read are pending.
+func InjectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport uint16, dst [4]byte) error {
+	c := &q.rcq
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gro.pending() {
+		return errors.New("datagrams of an earlier read are pending")
+	}
+	if len(data) > groRoom {
+		return fmt.Errorf("%d bytes: a coalesced read is at most %d", len(data), groRoom)
+	}
+	if err := c.gro.hold(); err != nil {
+		return err
+	}
+	row := c.gro.area.row(0)
+	c.gro.area.data[0] = row[groPrefix : groPrefix+copy(row[groPrefix:], data)]
+	m := &c.msgs[0]
+	m.Len, m.Hdr.Flags = uint32(len(data)), 0
+	ctrl := c.ctrl[0][:]
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_GRO
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(ctrl[unix.CmsgLen(0):], uint32(seg))
+	m.Hdr.SetControllen(unix.CmsgSpace(4))
+	c.names[0] = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: htons(sport), Addr: src}
+	c.bare, c.bareDst = true, dst
+	c.startCopied(sock, 0, 1)
+	return nil
+}
+
+// GROReads is how many coalesced reads q's receive CQ took, and how many
+// datagrams they held.
+func GROReads(q *QP) (reads, datagrams uint64) {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.gro.coalesced, q.rcq.gro.segs
+}
+
+// GROActive reports whether UDP_GRO is on q's multicast and unicast
+// sockets now.
+func GROActive(q *QP) [2]bool {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.gro.active
+}
+
+// FlushRecvs forgets q's posted receives, as a reset does.
+func FlushRecvs(q *QP) {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	q.rcq.flushRQ()
 }

@@ -243,3 +243,189 @@ func firstDiff(a, b []byte) string {
 	}
 	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
 }
+
+// groRig is a software QP on lo with groSlots receive buffers, each
+// followed by guard bytes, for FuzzCoalesced. One per fuzzing process.
+type groRigT struct {
+	qp    *soft.QP
+	arena *verbs.Arena
+	mr    verbs.MR
+	mtu   int
+	err   error
+}
+
+const groSlots = 64
+
+var (
+	groRigOnce sync.Once
+	groRig     groRigT
+)
+
+func (r *groRigT) slot() int { return verbs.GRHSize + r.mtu + rigSlack + rigGuard }
+
+// size is buffer i's posted size: in turn exactly GRH + MTU and with room
+// past it.
+func (r *groRigT) size(i int) int {
+	if i%2 == 0 {
+		return verbs.GRHSize + r.mtu
+	}
+	return verbs.GRHSize + r.mtu + rigSlack
+}
+
+func (r *groRigT) setup() error {
+	p, err := verbs.Lookup(verbs.Software)
+	if err != nil {
+		return err
+	}
+	id, err := p.Bind(verbs.BindConfig{})
+	if err != nil {
+		return err
+	}
+	r.mtu = id.Local().MTU
+	q, err := id.CreateQP(verbs.QPConfig{RecvDepth: groSlots})
+	if err != nil {
+		return err
+	}
+	r.qp = q.(*soft.QP)
+	if r.arena, err = verbs.NewArena(groSlots * r.slot()); err != nil {
+		return err
+	}
+	r.mr, err = q.RegisterMemory(r.arena)
+	return err
+}
+
+// post posts buffer i, poisoned.
+func (r *groRigT) post(t *testing.T, i int) {
+	b := r.arena.Slice(uint32(i*r.slot()), uint32(r.slot()))
+	for j := range b {
+		b[j] = 0xA5
+	}
+	_, err := r.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGE: verbs.SGE{Offset: uint32(i * r.slot()), Length: uint32(r.size(i)), LKey: r.mr.LKey()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *groRigT) guardIntact(i int) bool {
+	b := r.arena.Slice(uint32(i*r.slot()), uint32(r.slot()))
+	for _, v := range b[r.size(i):] {
+		if v != 0xA5 {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzCoalesced puts each input before a software QP as one coalesced
+// read with segment size seg, as the kernel returns a run with UDP_GRO,
+// so the splitter and the copy path run on hostile reads: flags bit 0
+// seals each datagram's ICRC, bit 1 aims each at the QP. Every datagram
+// the read splits into must end as exactly one completion or one counted
+// drop, in order; an accepted one must carry what Decode finds in it, and
+// nothing may be written past a posted buffer.
+func FuzzCoalesced(f *testing.F) {
+	for _, tc := range []struct {
+		n, plen int
+	}{{4, 64}, {3, 1024}, {2, 4096}, {5, 0}} {
+		var read []byte
+		var seg int
+		for j := range tc.n {
+			h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(j), QKey: 1, SrcQPN: 42}
+			if j%2 == 1 {
+				h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 7
+			}
+			plen := tc.plen
+			if j == tc.n-1 {
+				plen /= 2
+			}
+			h.PadCnt = uint8(soft.PadFor(plen))
+			d := make([]byte, h.Len()+plen+int(h.PadCnt)+soft.ICRCSize)
+			h.Encode(d)
+			if j == 0 {
+				seg = len(d)
+			}
+			read = append(read, d...)
+		}
+		f.Add(byte(3), uint16(seg), read)
+		f.Add(byte(1), uint16(seg-1), read)
+	}
+	f.Add(byte(3), uint16(0), []byte{})
+	f.Add(byte(3), uint16(1), []byte{0x64, 0, 0xff, 0xff, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, flags byte, seg uint16, in []byte) {
+		groRigOnce.Do(func() { groRig.err = groRig.setup() })
+		r := &groRig
+		if r.err != nil {
+			t.Fatalf("rig: %v", r.err)
+		}
+		read := append([]byte(nil), in[:min(len(in), 1<<16)]...)
+		// The datagrams the read must split into.
+		var dgrams [][]byte
+		for off := 0; off < len(read); {
+			end := len(read)
+			if seg > 0 {
+				end = min(off+int(seg), end)
+			}
+			dgrams = append(dgrams, read[off:end])
+			off = end
+		}
+		uni := r.qp.UnicastIP()
+		const sport = 0xC0DE
+		for _, d := range dgrams {
+			if flags&2 != 0 && len(d) >= 20 {
+				d[5], d[6], d[7] = byte(r.qp.QPN()>>16), byte(r.qp.QPN()>>8), byte(r.qp.QPN())
+				binary.BigEndian.PutUint32(d[12:], r.qp.QKey())
+			}
+			if flags&1 != 0 && len(d) >= 16 {
+				sealICRC(d, uni, sport, true)
+			}
+		}
+		wants := make([][]byte, len(dgrams)) // what Decode finds: the payload, or nil
+		for j, d := range dgrams {
+			var h soft.Header
+			if p, why := soft.Decode(d, &h); why == soft.Accepted {
+				wants[j] = p
+			}
+		}
+		for i := range groSlots {
+			r.post(t, i)
+		}
+		before := dropTotal(r.qp.Drops())
+		if err := soft.InjectCoalesced(r.qp, 1, read, int(seg), [4]byte{127, 0, 0, 1}, sport, uni); err != nil {
+			t.Fatal(err)
+		}
+		var wcs [groSlots]verbs.WC
+		done := 0 // datagrams ended as a completion or a drop
+		next := 0 // the datagram the next completion may be
+		for range len(dgrams) + 2 {
+			n, err := r.qp.RecvCQ().Poll(wcs[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, wc := range wcs[:n] {
+				i := int(wc.WRID)
+				if !r.guardIntact(i) {
+					t.Fatalf("bytes past posted buffer %d written", i)
+				}
+				payload := r.arena.Slice(uint32(i*r.slot()+verbs.GRHSize), wc.ByteLen-verbs.GRHSize)
+				for next < len(dgrams) && (wants[next] == nil || string(wants[next]) != string(payload)) {
+					next++ // dropped: a datagram the QP accepted must be the next one Decode takes
+				}
+				if next == len(dgrams) {
+					t.Fatalf("a completion (%d bytes) that is none of the read's datagrams in order", len(payload))
+				}
+				next++
+				r.post(t, i)
+			}
+			done = n + done
+			if n == 0 {
+				break
+			}
+		}
+		dropped := dropTotal(r.qp.Drops()) - before
+		if done+int(dropped) != len(dgrams) {
+			t.Fatalf("%d completions and %d drops for %d datagrams (seg %d, %d bytes)", done, dropped, len(dgrams), seg, len(read))
+		}
+		// Drain what was posted, so that the next input starts empty.
+		soft.FlushRecvs(r.qp)
+	})
+}

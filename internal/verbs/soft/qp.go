@@ -208,6 +208,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = q.rcq.init(q, rdepth); err != nil {
 		return nil, err
 	}
+	q.rcq.gro.off = groOff // on with the first receives posted (gro.go)
 	return q, nil
 }
 
@@ -308,6 +309,7 @@ func (q *QP) close() error {
 	// each. Nothing else holds the socket: the waiter has it, not a dup.
 	q.rcq.groups = nil
 	q.rcq.rq = nil
+	q.rcq.gro.drop()
 	q.rcq.stopWatch()
 	if w := q.scq.waiter; w != nil {
 		w.w.close() // a WaitPoll still blocked returns net.ErrClosed
@@ -620,8 +622,10 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	}
 	if c.n == 0 && len(wrs) > 0 {
 		// Datagrams may wait with no edge left to wake a reader: kick it
-		// (deferred: after the receives are in).
+		// (deferred: after the receives are in). Runs sent with UDP GSO
+		// may now arrive whole (gro.go).
 		defer c.kickWaiter()
+		c.groReceivesPosted()
 	}
 	for i := range wrs {
 		if c.n == len(c.rq) {

@@ -149,6 +149,7 @@ type rxMeta struct {
 	tos     uint8
 	ovfl    uint32 // SO_RXQ_OVFL: the socket's cumulative drops
 	hasOvfl bool
+	seg     int // UDP_GRO: a coalesced read's segment size (gro.go)
 }
 
 func cmsgAlign(n int) int {
@@ -156,8 +157,8 @@ func cmsgAlign(n int) int {
 	return (n + a - 1) &^ (a - 1)
 }
 
-// parseCmsgs reads IP_ORIGDSTADDR, IP_TTL, IP_TOS and SO_RXQ_OVFL without
-// allocating.
+// parseCmsgs reads IP_ORIGDSTADDR, IP_TTL, IP_TOS, SO_RXQ_OVFL and
+// UDP_GRO without allocating.
 func parseCmsgs(b []byte, m *rxMeta) {
 	*m = rxMeta{}
 	hlen := cmsgAlign(unix.SizeofCmsghdr)
@@ -178,6 +179,8 @@ func parseCmsgs(b []byte, m *rxMeta) {
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			m.ovfl = binary.NativeEndian.Uint32(data)
 			m.hasOvfl = true
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			m.seg = int(binary.NativeEndian.Uint32(data))
 		}
 		next := cmsgAlign(l)
 		if next >= len(b) {

@@ -1,0 +1,338 @@
+package soft_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// groSeg is one datagram of a synthetic coalesced read.
+type groSeg struct {
+	plen    int
+	imm     bool
+	badICRC bool // its ICRC corrupted
+	badQKey bool
+}
+
+// coalesced builds the datagrams of segs back to back, each to q's QPN
+// with its Q_Key and ICRC sealed from src:sport to dst with IP ID id0+j
+// (or 0 for all, numbered false), and returns the read, the segment size
+// (the first datagram's length) and each datagram's payload.
+func coalesced(t *testing.T, q *soft.QP, segs []groSeg, src, dst [4]byte, sport uint16, numbered bool) ([]byte, int, [][]byte) {
+	t.Helper()
+	var read []byte
+	var payloads [][]byte
+	seg := 0
+	for j, s := range segs {
+		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: q.QPN(), PSN: uint32(100 + j), QKey: q.QKey(), SrcQPN: 0x4242}
+		if s.imm {
+			h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 0xC0FFEE00|uint32(j)
+		}
+		if s.badQKey {
+			h.QKey ^= 1
+		}
+		payload := make([]byte, s.plen)
+		for i := range payload {
+			payload[i] = byte(j*31 + i)
+		}
+		h.PadCnt = uint8(soft.PadFor(len(payload)))
+		d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+		copy(d[h.Encode(d):], payload)
+		id := uint16(0)
+		if numbered {
+			id = uint16(j)
+		}
+		pkt := make([]byte, 28+len(d))
+		pkt[0], pkt[9] = 0x45, unix.IPPROTO_UDP
+		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		binary.BigEndian.PutUint16(pkt[4:], id)
+		pkt[6] = 0x40 // DF
+		copy(pkt[12:], src[:])
+		copy(pkt[16:], dst[:])
+		binary.BigEndian.PutUint16(pkt[20:], sport)
+		binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+		binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
+		copy(pkt[28:], d)
+		crc, err := soft.ICRC(pkt)
+		require.NoError(t, err)
+		binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
+		if s.badICRC {
+			d[len(d)-1] ^= 0x5A
+		}
+		if j == 0 {
+			seg = len(d)
+		}
+		read = append(read, d...)
+		payloads = append(payloads, payload)
+	}
+	return read, seg, payloads
+}
+
+// A coalesced read splits into its datagrams, each completing its own
+// posted receive in order or dropped and counted on its own; what finds
+// no receive posted, or no room in the completions asked for, waits for
+// the next Poll and is not lost.
+func TestCoalescedReadSplit(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC123)
+	n := func(k int, s groSeg) []groSeg {
+		ss := make([]groSeg, k)
+		for i := range ss {
+			ss[i] = s
+		}
+		return ss
+	}
+	tests := []struct {
+		name     string
+		segs     []groSeg
+		numbered bool // IP IDs 0, 1, 2... as GSO numbers them; else all 0, as a NIC's GRO may merge them
+		posted   int  // receives posted first; the rest after the first Poll that finds none
+		wcs      int  // completions asked for per Poll
+		drops    soft.Drops
+	}{
+		{name: "equal segments", segs: n(4, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
+		{name: "last one shorter", segs: append(n(3, groSeg{plen: 100}), groSeg{plen: 9}), numbered: true, posted: 8, wcs: 64},
+		{name: "IDs all 0", segs: n(5, groSeg{plen: 1024}), posted: 8, wcs: 64},
+		{name: "with immediate", segs: n(3, groSeg{plen: 33, imm: true}), numbered: true, posted: 8, wcs: 64},
+		{name: "32 of 1 KiB", segs: n(32, groSeg{plen: 1024}), numbered: true, posted: 64, wcs: 64},
+		{name: "bad ICRC in the middle",
+			segs:     []groSeg{{plen: 64}, {plen: 64}, {plen: 64, badICRC: true}, {plen: 64}, {plen: 64}},
+			numbered: true, posted: 8, wcs: 64, drops: soft.Drops{BadICRC: 1}},
+		{name: "bad Q_Key in the middle",
+			segs:     []groSeg{{plen: 64}, {plen: 64, badQKey: true}, {plen: 64}},
+			numbered: true, posted: 8, wcs: 64, drops: soft.Drops{BadQKey: 1}},
+		{name: "more datagrams than posted receives", segs: n(6, groSeg{plen: 200}), numbered: true, posted: 4, wcs: 64},
+		{name: "fewer completions asked for", segs: n(7, groSeg{plen: 200}), numbered: true, posted: 8, wcs: 2},
+		{name: "one receive at a time, a bad one among them",
+			segs:     []groSeg{{plen: 10}, {plen: 10, badICRC: true}, {plen: 10}},
+			numbered: true, posted: 1, wcs: 1, drops: soft.Drops{BadICRC: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newEndpoint(t, verbs.QPConfig{})
+			dst := a.qp.UnicastIP()
+			read, seg, payloads := coalesced(t, a.qp, tt.segs, src, dst, sport, tt.numbered)
+			var good [][]byte
+			for j, s := range tt.segs {
+				if !s.badICRC && !s.badQKey {
+					good = append(good, payloads[j])
+				}
+			}
+			a.postRecvs(0, tt.posted)
+			posted := tt.posted
+			require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+			var got []verbs.WC
+			wcs := make([]verbs.WC, tt.wcs)
+			for range 4 * len(tt.segs) {
+				k, err := a.qp.RecvCQ().Poll(wcs)
+				require.NoError(t, err)
+				require.LessOrEqual(t, k, len(wcs))
+				got = append(got, wcs[:k]...)
+				if k == 0 {
+					if len(got) == len(good) {
+						break
+					}
+					// Out of receives: what is left waits for more.
+					require.Equal(t, posted, len(got), "a Poll found nothing with receives posted")
+					a.postRecvs(posted, 1)
+					posted++
+				}
+			}
+			require.Len(t, got, len(good), "completions")
+			for i, wc := range got {
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+				require.Equal(t, uint64(i), wc.WRID, "completion %d: receives complete in the order posted", i)
+				buf := a.buf(wc)
+				require.True(t, bytes.Equal(good[i], buf[verbs.GRHSize:]), "completion %d: payload differs", i)
+				assert.Equal(t, src, [4]byte(buf[32:36]), "GRH source")
+				assert.Equal(t, dst, [4]byte(buf[36:40]), "GRH destination")
+				assert.Equal(t, uint32(0x4242), wc.SrcQP)
+			}
+			if tt.numbered && tt.drops == (soft.Drops{}) {
+				for i, wc := range got {
+					assert.Equal(t, uint16(i), binary.BigEndian.Uint16(a.buf(wc)[24:]), "GRH IP ID of datagram %d", i)
+				}
+			}
+			assert.Equal(t, tt.drops, a.qp.Drops(), "each bad datagram dropped and counted on its own")
+			reads, dgrams := soft.GROReads(a.qp)
+			if len(tt.segs) > 1 {
+				assert.Equal(t, [2]uint64{1, uint64(len(tt.segs))}, [2]uint64{reads, dgrams}, "coalesced reads, datagrams")
+			}
+		})
+	}
+}
+
+// A run sent with UDP GSO arrives as one read at every QP that receives
+// it, multicast (three QPs in the group) and unicast, split into its
+// datagrams in order, once runs have been arriving (the first is cut by
+// the kernel, and its later segments turn GRO on); the sender's own copy
+// is dropped whole in the kernel by the self filter.
+func TestWriteBatchArrivesCoalesced(t *testing.T) {
+	const batch, size = 32, 1024
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64, BlockSelfMulticastLoopback: true})
+	var rx [3]*endpoint
+	var m verbs.Membership
+	for i := range rx {
+		rx[i] = newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: i == 1}) // bare reads too
+		m, _ = rx[i].join("239.201.9.1", false)
+		rx[i].postRecvs(0, nBufs)
+	}
+	_, gah := s.join("239.201.9.1", false) // a full member: loopback comes back to it
+	s.postRecvs(0, nBufs)
+	postBatch := func(ah verbs.AH, qpn, qkey uint32, tag byte) {
+		wrs := make([]verbs.SendWR, batch)
+		for i := range wrs {
+			b := s.sendBuf(i)[:size]
+			for j := range b {
+				b[j] = tag + byte(i) + byte(j)
+			}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, k)
+	}
+	check := func(e *endpoint, tag byte, first int) {
+		t.Helper()
+		wcs := e.recv(batch, 2*time.Second)
+		require.Len(t, wcs, batch)
+		for i, wc := range wcs {
+			require.Equal(t, uint64(first+i), wc.WRID)
+			p := e.buf(wc)[verbs.GRHSize:]
+			require.Len(t, p, size)
+			for j := range p {
+				if p[j] != tag+byte(i)+byte(j) {
+					t.Fatalf("datagram %d byte %d: %#x, want %#x", i, j, p[j], tag+byte(i)+byte(j))
+				}
+			}
+		}
+	}
+	for i := range rx {
+		require.Equal(t, [2]bool{false, false}, soft.GROActive(rx[i].qp), "UDP_GRO before runs arrive")
+	}
+	postBatch(gah, m.RemoteQPN, m.QKey, 0)
+	for i, e := range rx {
+		check(e, 0, 0)
+		e.postRecvs(0, batch)
+		require.Equal(t, [2]bool{true, false}, soft.GROActive(e.qp), "QP %d: UDP_GRO on the multicast socket once a run came", i)
+	}
+	postBatch(gah, m.RemoteQPN, m.QKey, 1)
+	for i, e := range rx {
+		check(e, 1, batch)
+		reads, dgrams := soft.GROReads(e.qp)
+		assert.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "QP %d: one coalesced read of the batch", i)
+		assert.Zero(t, dropTotal(e.qp.Drops()), "QP %d drops", i)
+	}
+	assert.Empty(t, s.recv(1, 100*time.Millisecond), "the sender got its own multicast back")
+	if soft.SelfFiltered(s.qp) {
+		assert.Zero(t, s.qp.Drops().Self, "the self filter let copies through to be dropped in Go")
+	}
+
+	// Unicast: to rx[0]'s QP.
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: rx[0].id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	postBatch(uah, rx[0].qp.QPN(), rx[0].qp.QKey(), 5)
+	check(rx[0], 5, 0)
+	require.Equal(t, [2]bool{true, true}, soft.GROActive(rx[0].qp), "UDP_GRO on the unicast socket once a run came")
+	rx[0].postRecvs(0, nBufs)
+	postBatch(uah, rx[0].qp.QPN(), rx[0].qp.QKey(), 7)
+	check(rx[0], 7, 0)
+	reads, dgrams := soft.GROReads(rx[0].qp)
+	assert.Equal(t, [2]uint64{2, 2 * batch}, [2]uint64{reads, dgrams}, "one more coalesced read, unicast")
+}
+
+// UDP_GRO is on only where runs arrive, and off while no receive is
+// posted, so that what the socket buffer cannot hold then is dropped (and
+// counted) datagram by datagram: from a Poll that finds no receive posted
+// until receives are posted again. Single datagrams (request/response)
+// never turn it on.
+func TestGROOnlyWhereRunsArrive(t *testing.T) {
+	const batch = 8
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{})
+	a.postRecvs(0, nBufs)
+	for range 3 {
+		s.unicastTo(a, []byte("x"))
+	}
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after single datagrams")
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, batch, k)
+	require.Len(t, a.recv(batch, 2*time.Second), batch)
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run, on the socket it came to")
+
+	soft.FlushRecvs(a.qp)
+	var wcs [1]verbs.WC
+	n, err := a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
+	a.postRecvs(0, 1)
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
+}
+
+// An nftables rule that drops a GSO run drops it whole, with or without
+// GRO (it sees the run as one skb before the socket); the runs it lets
+// through arrive whole.
+func TestNftDropsWholeRuns(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not found: apt-get install nftables")
+	}
+	if !inOwnNetns(t) {
+		return
+	}
+	for _, args := range [][]string{
+		{"add", "table", "inet", "grotest"},
+		{"add", "chain", "inet", "grotest", "in", "{ type filter hook input priority 0; }"},
+	} {
+		out, err := exec.Command("nft", args...).CombinedOutput()
+		require.NoError(t, err, "nft %v: %s", args, out)
+	}
+	const batch, runs = 16, 4
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{})
+	a.postRecvs(0, nBufs)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	for r := range runs + 1 {
+		if r == 1 {
+			// The first run, cut by the kernel, turned GRO on.
+			require.Len(t, a.recv(batch, 2*time.Second), batch)
+			require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp))
+			a.postRecvs(0, nBufs)
+			out, err := exec.Command("nft", "add", "rule", "inet", "grotest", "in", "udp", "dport", "4791",
+				"numgen", "inc", "mod", "2", "==", "0", "counter", "drop").CombinedOutput()
+			require.NoError(t, err, "nft: %s", out)
+		}
+		wrs := make([]verbs.SendWR, batch)
+		for i := range wrs {
+			s.sendBuf(i)[0] = byte(r)
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, k)
+	}
+	wcs := a.recv(runs*batch, 500*time.Millisecond)
+	require.Len(t, wcs, runs/2*batch, "every other run dropped whole")
+	for i, wc := range wcs {
+		assert.Equal(t, wcs[i/batch*batch].WRID/batch, wc.WRID/batch)
+		assert.Equal(t, a.buf(wcs[i/batch*batch])[verbs.GRHSize], a.buf(wc)[verbs.GRHSize], "datagram %d is from another run than its run's first", i)
+	}
+	reads, dgrams := soft.GROReads(a.qp)
+	assert.Equal(t, [2]uint64{runs / 2, runs / 2 * batch}, [2]uint64{reads, dgrams})
+}

@@ -1,0 +1,104 @@
+package soft
+
+import (
+	"bytes"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// groRun, driven without a socket: how a coalesced read of n bytes with
+// segment size seg splits into datagrams.
+func TestGRORunSplit(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		seg  int
+		want []int // each datagram's length
+	}{
+		{"empty", 0, 100, nil},
+		{"not coalesced (no UDP_GRO)", 300, 0, []int{300}},
+		{"one segment, seg equal to the read", 300, 300, []int{300}},
+		{"seg over the read", 300, 400, []int{300}},
+		{"equal segments", 400, 100, []int{100, 100, 100, 100}},
+		{"last one shorter", 350, 100, []int{100, 100, 100, 50}},
+		{"last one a byte", 201, 100, []int{100, 100, 1}},
+		{"64 segments of a 64 B datagram", 64 * 88, 88, repeat(64, 88)},
+		{"15 of 4 KiB and a short one", 15*4120 + 24, 4120, append(repeat(15, 4120), 24)},
+		{"negative seg is no segmentation", 50, -1, []int{50}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := make([]byte, tt.n)
+			for i := range data {
+				data[i] = byte(i)
+			}
+			r := groRun{data: data, seg: tt.seg}
+			if got := r.left(); got != len(tt.want) {
+				t.Fatalf("left() = %d, want %d", got, len(tt.want))
+			}
+			off := 0
+			for i, w := range tt.want {
+				d, ok := r.next()
+				if !ok || len(d) != w {
+					t.Fatalf("datagram %d: %d bytes (ok %v), want %d", i, len(d), ok, w)
+				}
+				if !bytes.Equal(d, data[off:off+w]) {
+					t.Fatalf("datagram %d is not bytes %d-%d of the read", i, off, off+w)
+				}
+				off += w
+				if got := r.left(); got != len(tt.want)-i-1 {
+					t.Fatalf("after %d: left() = %d, want %d", i+1, got, len(tt.want)-i-1)
+				}
+			}
+			if d, ok := r.next(); ok {
+				t.Fatalf("a datagram past the last: %d bytes", len(d))
+			}
+		})
+	}
+}
+
+func repeat(n, v int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+// groSeg and parseCmsgs find the segment size among other control
+// messages, and ignore what is malformed.
+func TestGROSegCmsg(t *testing.T) {
+	put := func(b []byte, level, typ int32, v uint32) []byte {
+		c := make([]byte, unix.CmsgSpace(4))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+		h.Level, h.Type = level, typ
+		h.SetLen(unix.CmsgLen(4))
+		*(*uint32)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = v
+		return append(b, c...)
+	}
+	var b []byte
+	b = put(b, unix.IPPROTO_IP, unix.IP_TTL, 64)
+	b = put(b, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 7)
+	b = put(b, unix.SOL_UDP, unix.UDP_GRO, 1048)
+	if got := groSeg(b); got != 1048 {
+		t.Errorf("groSeg = %d, want 1048", got)
+	}
+	var m rxMeta
+	parseCmsgs(b, &m)
+	if m.seg != 1048 || m.ttl != 64 || !m.hasOvfl || m.ovfl != 7 {
+		t.Errorf("parseCmsgs = %+v, want seg 1048, ttl 64, ovfl 7", m)
+	}
+	if got := groSeg(b[:unix.CmsgSpace(4)*2]); got != 0 {
+		t.Errorf("without UDP_GRO: groSeg = %d, want 0", got)
+	}
+	bad := append([]byte(nil), b...)
+	(*unix.Cmsghdr)(unsafe.Pointer(&bad[0])).Len = 1 << 20 // longer than the buffer
+	if got := groSeg(bad); got != 0 {
+		t.Errorf("malformed: groSeg = %d, want 0", got)
+	}
+	if got := groSeg(nil); got != 0 {
+		t.Errorf("no control messages: groSeg = %d, want 0", got)
+	}
+}
