@@ -461,6 +461,16 @@ func BenchmarkThroughput(b *testing.B) {
 			tx := newRDMA(b, g, true, 0)
 			throughput(b, tx, rx, sz.n, true)
 		})
+		b.Run("rdmanet-batch-gro/"+sz.name, func(b *testing.B) {
+			// Both ends with receive-side UDP GRO (ListenConfig.SoftwareGRO).
+			g := nextGroup()
+			lc := benchConfig()
+			lc.DisableLoopback, lc.SendDepth, lc.SoftwareGRO = true, 256, true
+			rx := listenRDMA(b, lc, g)
+			lc.SendOnly = true
+			tx := listenRDMA(b, lc, g)
+			throughput(b, tx, rx, sz.n, true)
+		})
 		b.Run("rdmanet-spin50us/"+sz.name, func(b *testing.B) {
 			g := nextGroup()
 			rx := newRDMA(b, g, false, 50*time.Microsecond)

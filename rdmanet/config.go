@@ -54,6 +54,14 @@ type ListenConfig struct {
 	// conns on the same host still receive them. SetMulticastLoopback
 	// changes it later.
 	DisableLoopback bool
+	// SoftwareGRO turns on receive-side UDP GRO on the software backend:
+	// a WriteBatch that a peer sent as one GSO run (equal datagrams to one
+	// destination) arrives as one read and is split into its datagrams,
+	// which moves batches several times faster. The cost: while GRO is on,
+	// a run that a full socket buffer drops (the reader stopped reading
+	// with receives posted) counts as one in Stats.Dropped[DropOverflow],
+	// not one per datagram. Off by default; rdma-core ignores it.
+	SoftwareGRO bool
 	// SendOnly joins groups as a send-only member: the conn sends to the
 	// group and receives nothing from it.
 	SendOnly bool

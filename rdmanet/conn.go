@@ -89,6 +89,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 		MaxInline:                  cfg.MaxInline,
 		QKey:                       cfg.QKey,
 		BlockSelfMulticastLoopback: cfg.DisableLoopback,
+		GRO:                        cfg.SoftwareGRO,
 		GRHAddressesOnly:           true, // the sender's GID is all a conn reads
 	})
 	if err != nil {

@@ -191,6 +191,11 @@ type QPConfig struct {
 	// Where unsupported, CreateQP succeeds and QP.LoopbackBlocked()
 	// reports false: the caller filters instead.
 	BlockSelfMulticastLoopback bool
+	// GRO asks the software provider for receive-side UDP GRO: a batch a
+	// peer sent as one GSO run arrives as one read (soft/gro.go). It is
+	// off by default because a run that a full socket buffer drops counts
+	// once in the drops, not once per datagram. Other providers ignore it.
+	GRO bool
 	// GRHAddressesOnly says the consumer reads only the addresses from a
 	// received GRH (source and destination GID). A provider that pays per
 	// datagram for the rest may then leave the hop limit and traffic

@@ -282,7 +282,7 @@ func (r *groRigT) setup() error {
 		return err
 	}
 	r.mtu = id.Local().MTU
-	q, err := id.CreateQP(verbs.QPConfig{RecvDepth: groSlots})
+	q, err := id.CreateQP(verbs.QPConfig{RecvDepth: groSlots, GRO: true})
 	if err != nil {
 		return err
 	}

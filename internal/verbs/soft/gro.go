@@ -198,7 +198,8 @@ type groState struct {
 	coalesced, segs uint64 // coalesced reads, and the datagrams they held (tests)
 }
 
-// groOff is the kill switch: RDMANET_SOFT_GRO=0 keeps UDP_GRO off.
+// groOff is the kill switch: RDMANET_SOFT_GRO=0 keeps UDP_GRO off even
+// where a QP asks for it (QPConfig.GRO).
 var groOff = os.Getenv("RDMANET_SOFT_GRO") == "0"
 
 // When UDP_GRO is on. A read of a socket with it costs a little more

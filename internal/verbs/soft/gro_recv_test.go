@@ -117,7 +117,7 @@ func TestCoalescedReadSplit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newEndpoint(t, verbs.QPConfig{})
+			a := newEndpoint(t, verbs.QPConfig{GRO: true})
 			dst := a.qp.UnicastIP()
 			read, seg, payloads := coalesced(t, a.qp, tt.segs, src, dst, sport, tt.numbered)
 			var good [][]byte
@@ -177,11 +177,11 @@ func TestCoalescedReadSplit(t *testing.T) {
 // is dropped whole in the kernel by the self filter.
 func TestWriteBatchArrivesCoalesced(t *testing.T) {
 	const batch, size = 32, 1024
-	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64, BlockSelfMulticastLoopback: true})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64, BlockSelfMulticastLoopback: true, GRO: true})
 	var rx [3]*endpoint
 	var m verbs.Membership
 	for i := range rx {
-		rx[i] = newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: i == 1}) // bare reads too
+		rx[i] = newEndpoint(t, verbs.QPConfig{GRO: true, GRHAddressesOnly: i == 1}) // bare reads too
 		m, _ = rx[i].join("239.201.9.1", false)
 		rx[i].postRecvs(0, nBufs)
 	}
@@ -257,7 +257,7 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
 	a.postRecvs(0, nBufs)
 	for range 3 {
 		s.unicastTo(a, []byte("x"))
@@ -304,7 +304,7 @@ func TestNftDropsWholeRuns(t *testing.T) {
 	}
 	const batch, runs = 16, 4
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
 	a.postRecvs(0, nBufs)
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
@@ -335,4 +335,28 @@ func TestNftDropsWholeRuns(t *testing.T) {
 	}
 	reads, dgrams := soft.GROReads(a.qp)
 	assert.Equal(t, [2]uint64{runs / 2, runs / 2 * batch}, [2]uint64{reads, dgrams})
+}
+
+// Without QPConfig.GRO a QP never turns UDP_GRO on: runs arrive cut into
+// their datagrams, and what a full socket buffer drops counts each one.
+func TestGROOffByDefault(t *testing.T) {
+	const batch, size = 32, 1024
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.201.9.7", false)
+	_, gah := s.join("239.201.9.7", true)
+	for round := 0; round < 3; round++ {
+		a.postRecvs(0, batch)
+		wrs := make([]verbs.SendWR, batch)
+		for i := range wrs {
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: gah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, k)
+		require.Len(t, a.recv(batch, 2*time.Second), batch, "round %d", round)
+	}
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "UDP_GRO without QPConfig.GRO")
+	reads, _ := soft.GROReads(a.qp)
+	require.Zero(t, reads, "coalesced reads without QPConfig.GRO")
 }

@@ -208,7 +208,7 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 	if err = q.rcq.init(q, rdepth); err != nil {
 		return nil, err
 	}
-	q.rcq.gro.off = groOff // on with the first receives posted (gro.go)
+	q.rcq.gro.off = groOff || !cfg.GRO // asked for; on once runs arrive (gro.go)
 	return q, nil
 }
 
