@@ -432,6 +432,7 @@ func (c *Conn) timerLoop() {
 	// two Ps; a one-channel receive does not (TestNoAllocs).
 	t := time.AfterFunc(time.Hour, c.kickTimers)
 	defer t.Stop()
+	defer c.snd.hbTimer.Stop()
 	for {
 		select {
 		case <-c.closed:

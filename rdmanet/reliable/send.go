@@ -52,6 +52,8 @@ type sender struct {
 
 	lastSend int64 // last data or heartbeat
 	hbEvery  int64 // current heartbeat interval (doubles while idle)
+	hbTimer  *time.Timer
+	hbAt     int64 // when hbTimer fires
 	hbBuf    [headerLen + hbPayload]byte
 	ctrl     [1]rdmanet.Message
 	lostBuf  [headerLen]byte
@@ -93,6 +95,8 @@ func (s *sender) init(c *Conn) {
 	s.msgs = make([]rdmanet.Message, maxFrags)
 	s.msgSlot = make([]int, maxFrags)
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
+	s.hbTimer = time.AfterFunc(time.Hour, c.kickTimers)
+	s.hbTimer.Stop()
 	s.receivers = make(map[peerKey]*receiverState)
 	s.wakeCh = make(chan struct{}, 1)
 }
@@ -240,6 +244,9 @@ func (s *sender) write(ms [][]byte) (int, error) {
 	}
 	s.lastSend = c.now()
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
+	if d := s.hbAt - s.lastSend; d < s.hbEvery/2 || d > s.hbEvery {
+		s.armHeartbeat(s.lastSend+s.hbEvery, s.lastSend)
+	}
 	return done, flush()
 }
 
@@ -486,6 +493,19 @@ func (s *sender) heartbeat(fin bool) {
 	}
 }
 
+// armHeartbeat sets the heartbeat timer to fire at at, which wakes the
+// timer loop. The heartbeat has a timer of its own, not the loop's next
+// deadline: a sender that writes keeps pushing it on (write moves it
+// when it is less than half an interval ahead, or more than one), so it
+// fires only once the sender has been idle, instead of waking the timer
+// loop once an interval to find that data went out meanwhile (at
+// 50,000 msgs/s with the 100 µs default that was 10,000 wake-ups a second
+// beside the receivers, whose readers waited for the processor).
+func (s *sender) armHeartbeat(at, now int64) {
+	s.hbAt = at
+	s.hbTimer.Reset(time.Duration(at - now))
+}
+
 // tick sends a heartbeat when the sender has been idle, forgets silent
 // receivers, and returns when it next has something to do.
 func (s *sender) tick(now int64) int64 {
@@ -509,8 +529,8 @@ func (s *sender) tick(now int64) int64 {
 			s.hbEvery = int64(c.cfg.HeartbeatMax)
 		}
 	}
-	if t := s.lastSend + s.hbEvery; t < next {
-		next = t
+	if at := s.lastSend + s.hbEvery; at < s.hbAt || s.hbAt <= now {
+		s.armHeartbeat(at, now)
 	}
 	if now-s.lastSweep > int64(c.cfg.ReceiverTimeout) {
 		s.lastSweep = now
