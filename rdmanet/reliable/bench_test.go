@@ -443,6 +443,23 @@ func benchLatency(b *testing.B, reliable, sendOnly bool, loss int) {
 			lost += r.Stats().MessagesLost
 		}
 		b.ReportMetric(float64(lost), "lost")
+		// The receivers' smoothed round trip to the sender, from a NAK's
+		// first try to the repair of what it asked for (recv.go): the
+		// time a lost datagram's repair takes, less the gap's detection
+		// and the NAK's random delay.
+		var rtt, nrtt int64
+		for _, r := range rconns {
+			r.rcv.mu.Lock()
+			for _, p := range r.rcv.peers {
+				if p.rttvar != 0 {
+					rtt, nrtt = rtt+p.srtt, nrtt+1
+				}
+			}
+			r.rcv.mu.Unlock()
+		}
+		if nrtt > 0 {
+			b.ReportMetric(float64(rtt/nrtt), "nakrtt-ns")
+		}
 		st := tconn.Stats()
 		b.ReportMetric(float64(naks), "naks")
 		b.ReportMetric(float64(st.RepairsMulticast+st.RepairsUnicast), "repairs")
