@@ -94,8 +94,9 @@
 // on a timerfd in the runtime's netpoller: the sleep ends within the
 // thread's wake-up (a timerfd has no timer slack) and the goroutine parks
 // meanwhile, leaving its processor to the readers. The heartbeat has a
-// timer of its own that writes push on, so a sender that writes does not
-// wake its timer loop each HeartbeatInterval.
+// timer of its own, which, when it fires after a write, sets itself again
+// an interval after that write: a sender that writes does not wake its
+// timer loop each HeartbeatInterval.
 //
 // The window is registered memory: an rdmanet.SendBuffer of the
 // underlying conn, Window datagrams of MTU() bytes, each slot a whole
