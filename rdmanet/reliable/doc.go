@@ -90,9 +90,13 @@
 // asked for (Stats.RTT).
 //
 // Runtime timers sleep about a millisecond at least when the process is
-// idle, so NAK delays under 500 µs are slept with nanosleep(2) on the timer
-// goroutine's thread, in steps of 50 µs (plus the kernel's timer slack,
-// 50 µs by default).
+// idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
+// on a timerfd in the runtime's netpoller: the sleep ends within the
+// thread's wake-up (a timerfd has no timer slack) and the goroutine parks
+// meanwhile, leaving its processor to the readers. The heartbeat has a
+// timer of its own, which, when it fires after a write, sets itself again
+// an interval after that write: a sender that writes does not wake its
+// timer loop each HeartbeatInterval.
 //
 // The window is registered memory: an rdmanet.SendBuffer of the
 // underlying conn, Window datagrams of MTU() bytes, each slot a whole

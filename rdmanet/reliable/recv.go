@@ -95,12 +95,6 @@ func (r *receiver) wake() {
 	}
 }
 
-func (r *receiver) nakPending() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pending > 0
-}
-
 func (r *receiver) maxRTT() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,6 +108,12 @@ func (r *receiver) maxRTT() time.Duration {
 		}
 	}
 	return time.Duration(m)
+}
+
+func (r *receiver) nakPending() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pending > 0
 }
 
 // peer returns the state for a sender, making it when the sender is new

@@ -4,6 +4,12 @@ package reliable
 
 import "time"
 
-func fineSleep(d time.Duration) { time.Sleep(d) }
+// fineTimer: elsewhere the timer loop sleeps on runtime timers only.
+const fineTimer = false
 
-const fineSleeps = false
+type wakeTimer struct{}
+
+func (w *wakeTimer) init() error         { return nil }
+func (w *wakeTimer) sleep(time.Duration) {}
+func (w *wakeTimer) kick()               {}
+func (w *wakeTimer) close()              {}
