@@ -950,6 +950,13 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 	if h.HasImm() {
 		v.copyOut(body[:plen], maxHdrSize)
 	}
+	c.accepted(e, wc, h, meta, src, id, df, n, plen)
+	return Accepted
+}
+
+// accepted fills, for a datagram of n bytes (plen of payload) that passed
+// every check, the GRH area of e's buffer and its completion.
+func (c *recvCQ) accepted(e rqEntry, wc *verbs.WC, h *Header, meta *rxMeta, src [4]byte, id uint16, df bool, n, plen int) {
 	fillGRH(e.buf[:verbs.GRHSize], meta, src, id, df, n)
 	*wc = verbs.WC{
 		WRID:    e.wrid,
@@ -957,14 +964,13 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		Opcode:  verbs.WCRecv,
 		Flags:   verbs.WCGRH,
 		ByteLen: uint32(verbs.GRHSize + plen),
-		QPN:     q.qpn,
+		QPN:     c.q.qpn,
 		SrcQP:   h.SrcQPN,
 	}
 	if h.HasImm() {
 		wc.Flags |= verbs.WCWithImm
 		wc.Imm = h.Imm
 	}
-	return Accepted
 }
 
 // fillGRH writes the GRH area as rxe fills it for RoCEv2 over IPv4:

@@ -463,20 +463,7 @@ func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) DropReason {
 	}
 	id := x ^ guess
 	g.id = id + 1
-	fillGRH(e.buf[:verbs.GRHSize], &g.meta, src, id, !dfFlipped, n)
-	*wc = verbs.WC{
-		WRID:    e.wrid,
-		Status:  verbs.WCSuccess,
-		Opcode:  verbs.WCRecv,
-		Flags:   verbs.WCGRH,
-		ByteLen: uint32(verbs.GRHSize + plen),
-		QPN:     q.qpn,
-		SrcQP:   h.SrcQPN,
-	}
-	if h.HasImm() {
-		wc.Flags |= verbs.WCWithImm
-		wc.Imm = h.Imm
-	}
+	c.accepted(e, wc, h, &g.meta, src, id, !dfFlipped, n, plen)
 	return Accepted
 }
 
