@@ -33,11 +33,13 @@ for s in sizes:
 print('Throughput msgs/s median (drop%) and ratio')
 for s in sizes:
     row=[]
-    for v in ['rdmanet','rdmanet-member','rdmanet-lend','rdmanet-spin50us','udp-connected','udp','rdmanet-batch','ipv4-batch']:
+    for v in ['rdmanet','rdmanet-member','rdmanet-lend','rdmanet-spin50us','udp-connected','udp','rdmanet-batch','rdmanet-batch-gro','ipv4-batch']:
         n=f'BenchmarkThroughput/{v}/{s}'
+        if n not in runs: continue  # rows older runs do not have
         row.append(f"{v}={med(n,'msgs/s')/1000:.0f}k({med(n,'drop%'):.1f}%)")
     rr=[]
-    for a,b in [('rdmanet','udp-connected'),('rdmanet-member','udp-connected'),('rdmanet','udp'),('rdmanet-batch','ipv4-batch')]:
+    for a,b in [('rdmanet','udp-connected'),('rdmanet-member','udp-connected'),('rdmanet','udp'),('rdmanet-batch','ipv4-batch'),('rdmanet-batch-gro','ipv4-batch')]:
+        if f'BenchmarkThroughput/{a}/{s}' not in runs: continue
         r=ratio(f'BenchmarkThroughput/{a}/{s}',f'BenchmarkThroughput/{b}/{s}','msgs/s'); rr.append(f'{a}/{b} {r[0]:.2f}x [{r[1]:.2f}-{r[2]:.2f}]')
     print(s,' '.join(row)); print('   ',' ; '.join(rr))
 print('WriteTo ns/op')
