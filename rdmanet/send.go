@@ -191,11 +191,22 @@ func (c *Conn) ahFailed(err error) error {
 // acquire waits until k slots are free (k <= depth); wr.mu is held.
 func (c *Conn) acquire(k uint64) error {
 	s := &c.wr
-	for s.depth-(s.head-s.tail) < k {
+	if s.depth-(s.head-s.tail) >= k {
+		return nil
+	}
+	return c.reapUntil(func() bool { return s.depth-(s.head-s.tail) >= k })
+}
+
+// reapUntil collects send completions until done says so, sleeping on
+// the send CQ between polls, bounded by the write deadline; wr.mu is
+// held.
+func (c *Conn) reapUntil(done func() bool) error {
+	s := &c.wr
+	for !done() {
 		if _, err := c.reapSends(); err != nil {
 			return err
 		}
-		if s.depth-(s.head-s.tail) >= k {
+		if done() {
 			return nil
 		}
 		if deadlinePassed(&s.deadline) {

@@ -3,7 +3,6 @@ package rdmanet
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"unsafe"
 
@@ -284,21 +283,5 @@ func (c *Conn) waitSends(n uint64) error {
 		s.signalNext = true
 		return errUnsignaled
 	}
-	for s.doneCount() < n {
-		if _, err := c.reapSends(); err != nil {
-			return err
-		}
-		if s.doneCount() >= n {
-			return nil
-		}
-		if deadlinePassed(&s.deadline) {
-			return os.ErrDeadlineExceeded
-		}
-		k, err := s.waiter.WaitPoll(s.wcs)
-		c.reaped(k)
-		if err != nil {
-			return c.mapWaitErr(err)
-		}
-	}
-	return nil
+	return c.reapUntil(func() bool { return s.doneCount() >= n })
 }
