@@ -205,7 +205,12 @@ func benchReliableBatch(b *testing.B, size int, readBatch, sendOnly bool) {
 	b.ReportMetric(float64(total)/el.Seconds(), "msgs/s")
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(total), "cpu-ns/msg")
 	b.ReportMetric(0, "drop%")
-	b.ReportMetric(float64(tx.Stats().FlowControlWaits)/float64(total)*1000, "fcwaits/kmsg")
+	st, rs := tx.Stats(), rx.Stats()
+	b.ReportMetric(float64(st.FlowControlWaits)/float64(total)*1000, "fcwaits/kmsg")
+	b.ReportMetric(float64(st.RepairsMulticast+st.RepairsUnicast), "repairs")
+	b.ReportMetric(float64(rs.NAKsSent), "naks")
+	b.ReportMetric(float64(rs.StatusSent), "status")
+	b.ReportMetric(float64(rs.Overruns), "overruns")
 }
 
 func benchPlainThroughput(b *testing.B, size int) {
