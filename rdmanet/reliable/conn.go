@@ -378,7 +378,9 @@ func (c *Conn) Close() error {
 // time (one completion-queue poll for the batch).
 const recvBatch = 32
 
-func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
+// handle takes one datagram read from the underlying conn; now is the
+// clock read once for its batch.
+func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header, now int64) {
 	if c.dropHook != nil && c.dropHook(b) {
 		return
 	}
@@ -392,7 +394,7 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header) {
 	}
 	switch h.kind {
 	case kindData:
-		c.rcv.data(from, h, b)
+		c.rcv.data(from, h, b, now)
 	case kindHeartbeat:
 		c.rcv.heartbeat(from, h, p)
 	case kindLost:

@@ -194,9 +194,8 @@ func (p *peer) headComplete(mtu int) bool {
 }
 
 // data takes a data datagram (the whole of b, header included).
-func (r *receiver) data(from rdmanet.Addr, h *header, b []byte) {
+func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	c := r.c
-	now := c.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.peer(from, h.session, now)
@@ -479,7 +478,7 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, _, p, loss, ok := r.take(b, false)
+	n, _, p, loss, ok := r.take(b, false, r.c.now())
 	r.waiting = !ok
 	if !ok {
 		return 0, nil, nil, false
@@ -492,10 +491,11 @@ func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, o
 // and loss and from name it; otherwise the batch ends before it and the
 // next call returns it. k is 0 and loss nil when nothing is ready.
 func (r *receiver) nextBatch(ms []rdmanet.Message) (k int, from *rdmanet.Addr, loss *LossError) {
+	now := r.c.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k < len(ms) {
-		n, truncated, p, l, ok := r.take(ms[k].Buffer, k > 0)
+		n, truncated, p, l, ok := r.take(ms[k].Buffer, k > 0, now)
 		if !ok {
 			break
 		}
@@ -510,8 +510,9 @@ func (r *receiver) nextBatch(ms []rdmanet.Message) (k int, from *rdmanet.Addr, l
 }
 
 // take hands out the next message (or loss report) with r.mu held; with
-// noLoss it stops (ok false) at a loss report instead.
-func (r *receiver) take(b []byte, noLoss bool) (n int, truncated bool, p *peer, loss *LossError, ok bool) {
+// noLoss it stops (ok false) at a loss report instead. now is the
+// caller's clock (one reading for a batch).
+func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool, p *peer, loss *LossError, ok bool) {
 	c := r.c
 	for r.rLen > 0 {
 		if noLoss && r.ready[r.rHead].lost > 0 {
@@ -537,7 +538,6 @@ func (r *receiver) take(b []byte, noLoss bool) (n int, truncated bool, p *peer, 
 		}
 		c.stats.messagesReceived.Add(1)
 		c.stats.bytesReceived.Add(uint64(n))
-		now := c.now()
 		r.settle(p, now)
 		r.statusDue(p, now)
 		return n, truncated, p, nil, true

@@ -197,9 +197,10 @@ func (c *Conn) readInline(batch bool) error {
 func (c *Conn) readConn() error {
 	x := &c.rx
 	n, err := c.conn.ReadBatch(x.ms)
+	now := c.now()
 	for i := range x.ms[:n] {
 		if !x.ms[i].Truncated {
-			c.handle(x.ms[i].Buffer[:x.ms[i].N], x.ms[i].Addr, &x.h)
+			c.handle(x.ms[i].Buffer[:x.ms[i].N], x.ms[i].Addr, &x.h, now)
 		}
 	}
 	return err
@@ -214,7 +215,7 @@ func (c *Conn) readDatagram() error {
 	x := &c.rx
 	n, from, err := c.conn.ReadFromAddr(x.ms[0].Buffer)
 	if err == nil {
-		c.handle(x.ms[0].Buffer[:n], from, &x.h)
+		c.handle(x.ms[0].Buffer[:n], from, &x.h, c.now())
 	}
 	return err
 }

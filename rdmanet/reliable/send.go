@@ -177,6 +177,14 @@ func (s *sender) write(ms [][]byte) (int, error) {
 	}
 	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
 	staged := 0     // messages staged
+	// With FlowMin, how far the slowest receiver lets this write go:
+	// looked at once a call (s.mu keeps status out meanwhile), again
+	// only when a message would pass it.
+	now := c.now()
+	lim, limited := uint64(0), false
+	if c.cfg.FlowControl == FlowMin {
+		lim, limited = s.slowest(now)
+	}
 	flush := func() error {
 		if k == 0 {
 			return nil
@@ -201,8 +209,9 @@ func (s *sender) write(ms [][]byte) (int, error) {
 				return done, err
 			}
 		}
-		if c.cfg.FlowControl == FlowMin {
-			if lim, ok := s.slowest(c.now()); ok && s.next+uint64(nfrag) > lim {
+		if limited && s.next+uint64(nfrag) > lim {
+			now = c.now()
+			if lim, limited = s.slowest(now); limited && s.next+uint64(nfrag) > lim {
 				// Waiting unlocks s.mu, and repairs use s.msgs.
 				if err := flush(); err != nil {
 					return done, err
@@ -210,6 +219,8 @@ func (s *sender) write(ms [][]byte) (int, error) {
 				if err := s.waitWindow(uint64(nfrag)); err != nil {
 					return done, err
 				}
+				now = c.now()
+				lim, limited = s.slowest(now)
 			}
 		}
 		for i := range uint64(nfrag) {
@@ -244,7 +255,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 		c.stats.messagesSent.Add(1)
 		c.stats.bytesSent.Add(uint64(len(b)))
 	}
-	s.lastSend = c.now()
+	s.lastSend = now
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
 	s.wrote.Store(s.lastSend)
 	if at := s.hbAt.Load(); at <= s.lastSend || at-s.lastSend > s.hbEvery {
