@@ -457,7 +457,13 @@ func (s *site) helperOnPeer(t *testing.T, name, role, ns string, args ...string)
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
-	_, err := s.agent.Start(peer.StartRequest{Name: name, Argv: argv, Env: append([]string{envHelper + "=" + role}, s.helperEnv...), Stdin: role == "sink"})
+	env := append([]string{envHelper + "=" + role}, s.helperEnv...)
+	for _, k := range []string{"RDMANET_TEST_SYSMON_SLACK", "RDMANET_TEST_SYSMON_KEEPER"} { // sysmon_test.go
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	_, err := s.agent.Start(peer.StartRequest{Name: name, Argv: argv, Env: env, Stdin: role == "sink"})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.agent.Stop(name) })
 	r, err := s.agent.Wait(name, "READY", 60*time.Second)
