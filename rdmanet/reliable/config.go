@@ -81,9 +81,12 @@ type Config struct {
 	// FlowControl is FlowMax (default) or FlowMin.
 	FlowControl FlowControl
 	// StatusInterval is how often a receiver reports its position to each
-	// sender (default 1 ms); with FlowMin also whenever its position, or
+	// FlowMin sender (default 1 ms), and also whenever its position, or
 	// its room (read position plus RecvWindow), moved on by a quarter of
-	// RecvWindow.
+	// RecvWindow. To a FlowMax sender, which never waits for it, it
+	// reports when it first hears the sender, when asked at the sender's
+	// Close, and otherwise every ReceiverTimeout/4 (at least
+	// StatusInterval), to stay known.
 	StatusInterval time.Duration
 	// ReceiverTimeout: a receiver whose status is not heard for this long
 	// no longer holds back a FlowMin sender or Close (default 500 ms).

@@ -133,8 +133,10 @@
 // bounded by the write deadline, while it would overwrite a datagram that
 // the slowest live receiver (one whose status was heard within
 // ReceiverTimeout) does not have or has no room for. Receivers report
-// their position and room to each sender every StatusInterval, and with
-// FlowMin whenever either moved on by a quarter of RecvWindow.
+// their position and room to a FlowMin sender every StatusInterval and
+// whenever either moved on by a quarter of RecvWindow; to a FlowMax
+// sender when they first hear it, when its Close asks, and every
+// ReceiverTimeout/4 between.
 //
 // # Membership
 //

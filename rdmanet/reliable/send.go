@@ -35,6 +35,7 @@ type sender struct {
 	mu sync.Mutex
 
 	w        uint64              // Window
+	wi       ringIndex           // slot of a sequence in the window
 	win      *rdmanet.SendBuffer // nil: the window is Go memory (winErr says why)
 	winErr   error
 	buf      []byte   // w slots of mtu bytes, in win
@@ -75,6 +76,7 @@ type receiverState struct {
 func (s *sender) init(c *Conn) {
 	s.c = c
 	s.w = uint64(c.cfg.Window)
+	s.wi = newRingIndex(c.cfg.Window)
 	if win, err := c.conn.NewSendBuffer(c.cfg.Window * c.mtu); err == nil {
 		s.win = win
 		s.buf = win.Bytes()[:c.cfg.Window*c.mtu]
@@ -154,7 +156,7 @@ func (s *sender) wake() {
 }
 
 func (s *sender) slot(seq uint64) []byte {
-	i := int(seq % s.w)
+	i := int(s.wi.of(seq))
 	return s.buf[i*s.c.mtu : (i+1)*s.c.mtu]
 }
 
@@ -224,7 +226,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 			}
 		}
 		for i := range uint64(nfrag) {
-			if err := s.reuse(int((s.next + i) % s.w)); err != nil {
+			if err := s.reuse(int(s.wi.of(s.next + i))); err != nil {
 				if ferr := flush(); ferr != nil {
 					return done, ferr
 				}
@@ -234,7 +236,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 		h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
 		for i := 0; i < nfrag; i++ {
 			seq := s.next + uint64(i)
-			w := int(seq % s.w)
+			w := int(s.wi.of(seq))
 			d := s.slot(seq)
 			h.frag, h.seq, h.tx = uint16(i), seq, s.tx
 			s.tx++
@@ -399,7 +401,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	}
 	linger := min(max(2*rtt, int64(c.cfg.RepairLinger)), int64(maxRTO))
 	for seq := start; seq < end; seq++ {
-		i := seq % s.w
+		i := s.wi.of(seq)
 		if s.seqs[i] != seq || s.lens[i] == 0 {
 			continue
 		}

@@ -38,13 +38,13 @@ type wakeTimer struct {
 	f        *os.File
 	rc       syscall.RawConn
 	kicked   atomic.Bool
-	sleeping atomic.Bool // in sleep, from before its arming
-	its    unix.ItimerSpec // the sleep's, for arm (the timer loop only)
-	now    unix.ItimerSpec // 1 ns, for kick
-	buf    [8]byte
-	arm    func(fd uintptr)
-	fire   func(fd uintptr)
-	read   func(fd uintptr) bool
+	sleeping atomic.Bool     // in sleep, from before its arming
+	its      unix.ItimerSpec // the sleep's, for arm (the timer loop only)
+	now      unix.ItimerSpec // 1 ns, for kick
+	buf      [8]byte
+	arm      func(fd uintptr)
+	fire     func(fd uintptr)
+	read     func(fd uintptr) bool
 }
 
 func (w *wakeTimer) init() error {
