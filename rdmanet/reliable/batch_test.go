@@ -72,7 +72,7 @@ func (c *Conn) rcvCount() int {
 	n := 0
 	for _, p := range r.peers {
 		for seq := p.next; seq < p.contig; {
-			d := p.slot(seq, c.mtu)
+			d := p.slot(seq, c.stride)
 			nfrag := uint64(d[4])<<8 | uint64(d[5])
 			if seq+nfrag > p.contig {
 				break

@@ -28,6 +28,7 @@ type Conn struct {
 	local    rdmanet.Addr
 	session  uint32
 	mtu      int // datagram size of the underlying conn
+	stride   int // distance between datagram slots in the rings (slotStride)
 	frag     int // payload bytes per datagram
 
 	snd sender
@@ -37,6 +38,7 @@ type Conn struct {
 	stats counters
 
 	readMu     sync.Mutex
+	readNow    int64 // readMu: the clock of the reader's last inline read in this call (0: none)
 	readTimer  *time.Timer
 	readDL     atomic.Int64 // unix nanos, 0: none
 	writeDL    atomic.Int64
@@ -110,6 +112,7 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 		local:      *c.LocalAddr().(*rdmanet.Addr),
 		session:    binary.BigEndian.Uint32(sb[:]),
 		mtu:        mtu,
+		stride:     slotStride(mtu),
 		frag:       mtu - headerLen,
 		closed:     make(chan struct{}),
 		kick:       make(chan struct{}, 1),
@@ -230,10 +233,11 @@ func (c *Conn) opError(op string, addr net.Addr, err error) error {
 func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	c.readNow = 0
 	c.rxEnter()
 	defer c.rxLeave()
 	for {
-		n, from, loss, ok := c.rcv.next(b)
+		n, from, loss, ok := c.rcv.next(b, c.readNow)
 		if ok {
 			if loss != nil {
 				return 0, from, c.opError("read", from, loss)
@@ -264,6 +268,7 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 	}
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	c.readNow = 0
 	c.rxEnter()
 	defer c.rxLeave()
 	for {

@@ -139,7 +139,7 @@ func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
 	p := &peer{
 		key:   key,
 		addr:  &a,
-		ring:  make([]byte, c.cfg.RecvWindow*c.mtu),
+		ring:  make([]byte, c.cfg.RecvWindow*c.stride),
 		lens:  make([]int32, c.cfg.RecvWindow),
 		seqs:  make([]uint64, c.cfg.RecvWindow),
 		ri:    newRingIndex(c.cfg.RecvWindow),
@@ -180,17 +180,17 @@ func (p *peer) valid(seq uint64) bool {
 	return p.lens[i] > 0 && p.seqs[i] == seq
 }
 
-func (p *peer) slot(seq uint64, mtu int) []byte {
+func (p *peer) slot(seq uint64, stride int) []byte {
 	i := int(p.ri.of(seq))
-	return p.ring[i*mtu : i*mtu+int(p.lens[i])]
+	return p.ring[i*stride : i*stride+int(p.lens[i])]
 }
 
 // headComplete reports whether the message at next is all there.
-func (p *peer) headComplete(mtu int) bool {
+func (p *peer) headComplete(stride int) bool {
 	if !p.valid(p.next) {
 		return false
 	}
-	d := p.slot(p.next, mtu)
+	d := p.slot(p.next, stride)
 	nfrag := binary.BigEndian.Uint16(d[4:])
 	return p.contig >= p.next+uint64(nfrag)
 }
@@ -225,7 +225,7 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 		return
 	}
 	i := p.ri.of(seq)
-	copy(p.ring[int(i)*c.mtu:], b)
+	copy(p.ring[int(i)*c.stride:], b)
 	p.lens[i], p.seqs[i] = int32(len(b)), seq
 	if h.flags&flagRepair != 0 {
 		c.stats.recovered.Add(1)
@@ -308,17 +308,17 @@ func (r *receiver) window(p *peer, lowSeq, lowMsg uint64) {
 // sender's window, queues the peer for reading, and schedules a NAK for
 // what is still missing.
 func (r *receiver) settle(p *peer, now int64) {
-	mtu := r.c.mtu
+	stride := r.c.stride
 	for p.contig < p.high && p.valid(p.contig) {
 		p.contig++
 	}
-	for p.skipTo > p.contig && p.contig < p.high && !p.headComplete(mtu) {
+	for p.skipTo > p.contig && p.contig < p.high && !p.headComplete(stride) {
 		// The gap at contig cannot be repaired: resume at the first
 		// message held after it, or where the window starts.
 		to, msg := p.skipTo, p.skipMsg
 		for seq, end := p.contig+1, min(p.skipTo, p.next+uint64(len(p.seqs))); seq < end; seq++ {
 			if p.valid(seq) {
-				if d := p.slot(seq, mtu); binary.BigEndian.Uint16(d[2:]) == 0 {
+				if d := p.slot(seq, stride); binary.BigEndian.Uint16(d[2:]) == 0 {
 					to, msg = seq, binary.BigEndian.Uint64(d[20:])
 					break
 				}
@@ -336,7 +336,7 @@ func (r *receiver) settle(p *peer, now int64) {
 			p.contig++
 		}
 	}
-	if !p.queued && (p.lost > 0 || p.headComplete(mtu)) {
+	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
 	}
 	if p.contig < p.high {
@@ -493,10 +493,11 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 
 // next hands out the next message (or loss report) of the peers in turn.
 // ok is false when there is none.
-func (r *receiver) next(b []byte) (n int, from *rdmanet.Addr, loss *LossError, ok bool) {
+// now is the reader's clock when it just read the conn itself, or 0.
+func (r *receiver) next(b []byte, now int64) (n int, from *rdmanet.Addr, loss *LossError, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, _, p, loss, ok := r.take(b, false, 0)
+	n, _, p, loss, ok := r.take(b, false, now)
 	r.waiting = !ok
 	if !ok {
 		return 0, nil, nil, false
@@ -542,15 +543,15 @@ func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool
 			c.stats.lossesReported.Add(1)
 			c.stats.msgLost.Add(p.lost)
 			p.lost = 0
-			if p.headComplete(c.mtu) {
+			if p.headComplete(c.stride) {
 				r.push(p)
 			}
 			return 0, false, p, loss, true
 		}
-		if !p.headComplete(c.mtu) {
+		if !p.headComplete(c.stride) {
 			continue
 		}
-		n, truncated = p.deliver(b, c.mtu)
+		n, truncated = p.deliver(b, c.stride)
 		if truncated {
 			c.stats.truncated.Add(1)
 		}
@@ -567,12 +568,12 @@ func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool
 }
 
 // deliver copies the message at next into b and moves past it.
-func (p *peer) deliver(b []byte, mtu int) (n int, truncated bool) {
-	d := p.slot(p.next, mtu)
+func (p *peer) deliver(b []byte, stride int) (n int, truncated bool) {
+	d := p.slot(p.next, stride)
 	nfrag := uint64(binary.BigEndian.Uint16(d[4:]))
 	msg := binary.BigEndian.Uint64(d[20:])
 	for i := uint64(0); i < nfrag; i++ {
-		pl := p.slot(p.next+i, mtu)[headerLen:]
+		pl := p.slot(p.next+i, stride)[headerLen:]
 		k := copy(b[n:], pl)
 		n += k
 		if k < len(pl) {

@@ -93,10 +93,14 @@ func (c *Conn) rxEnter() {
 }
 
 func (c *Conn) rxLeave() {
+	now := c.readNow // the clock of this call's last inline read, if any
+	if now == 0 {
+		now = c.now()
+	}
 	x := &c.rx
 	x.mu.Lock()
 	x.in, x.want = false, false
-	x.away = c.now()
+	x.away = now
 	x.mu.Unlock()
 }
 
@@ -175,7 +179,7 @@ func (c *Conn) readInline(batch bool) error {
 	if batch {
 		err = c.readConn()
 	} else {
-		err = c.readDatagram()
+		c.readNow, err = c.readDatagram()
 	}
 	x.mu.Lock()
 	x.blocked = false
@@ -211,13 +215,16 @@ func (c *Conn) readConn() error {
 // hands out a burst already polled without another poll, and when it has
 // handed out the last it returns without looking again (ReadBatch polls
 // once more to see that the batch has ended: a system call per wake-up).
-func (c *Conn) readDatagram() error {
+// It returns the clock it handled the datagram at (0: none).
+func (c *Conn) readDatagram() (int64, error) {
 	x := &c.rx
 	n, from, err := c.conn.ReadFromAddr(x.ms[0].Buffer)
-	if err == nil {
-		c.handle(x.ms[0].Buffer[:n], from, &x.h, c.now())
+	if err != nil {
+		return 0, err
 	}
-	return err
+	now := c.now()
+	c.handle(x.ms[0].Buffer[:n], from, &x.h, now)
+	return now, nil
 }
 
 // receiveLoop reads the underlying conn while it holds it (rxLoop) and

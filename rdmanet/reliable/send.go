@@ -38,7 +38,7 @@ type sender struct {
 	wi       ringIndex           // slot of a sequence in the window
 	win      *rdmanet.SendBuffer // nil: the window is Go memory (winErr says why)
 	winErr   error
-	buf      []byte   // w slots of mtu bytes, in win
+	buf      []byte   // w slots of mtu bytes, c.stride apart, in win
 	posted   []uint64 // per slot: SendsPosted after its last post
 	done     uint64   // SendsDone as last read
 	dead     bool     // Close is freeing win: nothing may touch buf
@@ -77,14 +77,14 @@ func (s *sender) init(c *Conn) {
 	s.c = c
 	s.w = uint64(c.cfg.Window)
 	s.wi = newRingIndex(c.cfg.Window)
-	if win, err := c.conn.NewSendBuffer(c.cfg.Window * c.mtu); err == nil {
+	if win, err := c.conn.NewSendBuffer(c.cfg.Window * c.stride); err == nil {
 		s.win = win
-		s.buf = win.Bytes()[:c.cfg.Window*c.mtu]
+		s.buf = win.Bytes()[:c.cfg.Window*c.stride]
 	} else {
 		// Registered memory is pinned: past RLIMIT_MEMLOCK (or a
 		// device's MR limit) the window is Go memory, and rdmanet
 		// copies each send out of it, as before SendBuffers.
-		s.buf = make([]byte, c.cfg.Window*c.mtu)
+		s.buf = make([]byte, c.cfg.Window*c.stride)
 		s.winErr = err
 	}
 	s.posted = make([]uint64, c.cfg.Window)
@@ -157,7 +157,7 @@ func (s *sender) wake() {
 
 func (s *sender) slot(seq uint64) []byte {
 	i := int(s.wi.of(seq))
-	return s.buf[i*s.c.mtu : (i+1)*s.c.mtu]
+	return s.buf[i*s.c.stride : i*s.c.stride+s.c.mtu]
 }
 
 func (s *sender) flags() uint8 {
