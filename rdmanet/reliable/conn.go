@@ -244,8 +244,12 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 			}
 			return n, from, nil
 		}
-		if err := c.waitRead(false); err != nil {
+		if err := c.waitRead(false, b); err != nil {
 			return 0, nil, err
+		}
+		if r := &c.rcv; r.directOK { // readInline delivered into b
+			r.directOK = false
+			return r.directN, r.directFrom, nil
 		}
 	}
 }
@@ -280,7 +284,7 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 		if k > 0 {
 			return k, nil
 		}
-		if err := c.waitRead(true); err != nil {
+		if err := c.waitRead(true, nil); err != nil {
 			return 0, err
 		}
 	}
@@ -291,7 +295,7 @@ func (c *Conn) ReadBatch(ms []rdmanet.Message) (int, error) {
 // it holds it (rx.go), else for the receive loop to ready one (and hand
 // the underlying conn over). The caller looks again after it. batch: the
 // caller is ReadBatch, which takes every datagram there.
-func (c *Conn) waitRead(batch bool) error {
+func (c *Conn) waitRead(batch bool, b []byte) error {
 	if c.closing.Load() {
 		return c.opError("read", nil, net.ErrClosed)
 	}
@@ -300,7 +304,7 @@ func (c *Conn) waitRead(batch bool) error {
 		return c.opError("read", nil, os.ErrDeadlineExceeded)
 	}
 	if c.rxTake() {
-		return c.readInline(batch)
+		return c.readInline(batch, b)
 	}
 	timed := false
 	if dl != 0 {

@@ -162,8 +162,9 @@ func (c *Conn) rxGiveBack(now int64, force bool) int64 {
 // readInline reads the underlying conn from the reader, which holds it,
 // waiting until the read deadline, and handles what it read at once: one
 // datagram for ReadFrom, or with batch (ReadBatch) all that are there, up
-// to recvBatch.
-func (c *Conn) readInline(batch bool) error {
+// to recvBatch. ReadFrom's buffer b takes the datagram's message at once
+// where it can (receiver.direct; c.rcv.directOK then says so).
+func (c *Conn) readInline(batch bool, b []byte) error {
 	x := &c.rx
 	x.io.Lock()
 	x.mu.Lock()
@@ -179,7 +180,9 @@ func (c *Conn) readInline(batch bool) error {
 	if batch {
 		err = c.readConn()
 	} else {
+		c.rcv.direct = b
 		c.readNow, err = c.readDatagram()
+		c.rcv.direct = nil
 	}
 	x.mu.Lock()
 	x.blocked = false

@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"encoding/binary"
 	"os"
 	"testing"
 	"time"
@@ -102,4 +103,61 @@ func TestSendOnlySender(t *testing.T) {
 	sendAll(t, tx, group, rx, 2000, 64, 5*time.Second)
 	require.NotZero(t, tx.Stats().NAKsReceived)
 	require.NotZero(t, tx.Stats().RepairsMulticast)
+}
+
+// A ReadFrom that reads the conn itself takes its sender's next whole
+// message straight into its buffer, and the window path takes over
+// around a gap: every message once and in order, with some of each.
+func TestReadFromDirect(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{FlowControl: FlowMin})
+	// Every 50th data datagram is lost once: what follows it waits in
+	// the window for the repair, then is read from there.
+	rx := listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%50 == 17 }))
+	time.Sleep(20 * time.Millisecond)
+	waitReceivers(t, tx, 1)
+	const count, size = 2000, 100
+	errc := make(chan error, 1)
+	go func() {
+		msg := make([]byte, size)
+		for i := range uint64(count) {
+			if _, err := tx.WriteTo(payload(msg, i), group); err != nil {
+				errc <- err
+				return
+			}
+			if i%8 == 0 {
+				time.Sleep(50 * time.Microsecond) // let the reader wait, so it reads the conn itself
+			}
+		}
+		errc <- nil
+	}()
+	buf := make([]byte, 1024)
+	short := make([]byte, 10)
+	for i := range uint64(count) {
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := buf
+		if i == 1000 {
+			b = short // a truncated message, direct or not, as UDP truncates
+		}
+		n, from, err := rx.ReadFrom(b)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, tx.LocalAddr().String(), from.String())
+		if i == 1000 {
+			require.Equal(t, len(short), n)
+			require.Equal(t, i, binary.LittleEndian.Uint64(short))
+			continue
+		}
+		got, err := checkMessage(buf[:n], size)
+		require.NoError(t, err)
+		require.Equal(t, i, got, "order")
+	}
+	require.NoError(t, <-errc)
+	st := rx.Stats()
+	direct := rx.stats.direct.Load()
+	t.Logf("%d messages: %d direct into the reader's buffer, %d recovered by repair, truncated %d", count, direct, st.Recovered, st.Truncated)
+	require.Equal(t, uint64(count), st.MessagesReceived)
+	require.Equal(t, uint64(1), st.Truncated)
+	require.Greater(t, direct, uint64(count/4), "the direct path was hardly taken")
+	require.Less(t, direct, uint64(count), "every message direct: the window path was not exercised")
+	require.NotZero(t, st.Recovered)
 }

@@ -58,6 +58,7 @@ type counters struct {
 	sendersTimedOut, receiversTimedOut            atomic.Uint64
 	malformed, foreign                            atomic.Uint64
 	repairsDeferred, windowWaits                  atomic.Uint64
+	direct                                        atomic.Uint64 // messages delivered by deliverDirect (tests)
 }
 
 // Stats returns a snapshot of the conn's counters.
