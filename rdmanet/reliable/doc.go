@@ -110,8 +110,8 @@
 // (Stats.WindowWaits, bounded by the write deadline), and a NAK for one
 // is left for the receiver to repeat (Stats.RepairsDeferred). On the
 // software backend a send completes inside its post, so neither happens.
-// Registered memory is pinned on rdma-core (Window × MTU bytes, 4 MiB by
-// default at MTU 1024): where registering it fails (RLIMIT_MEMLOCK for a
+// Registered memory is pinned on rdma-core (Window slots of MTU + 64
+// bytes, 4.25 MiB by default at MTU 1024): where registering it fails (RLIMIT_MEMLOCK for a
 // process without CAP_IPC_LOCK, or the device's limit of memory regions)
 // the window is Go memory and each send is copied, as WindowRegistered
 // reports.
