@@ -146,8 +146,9 @@ func (c *Conn) rxGiveBack(now int64, force bool) int64 {
 		return 0
 	}
 	if !force && now-x.away < rxAway {
+		at := x.away + rxAway // read under x.mu: rxLeave writes it
 		x.mu.Unlock()
-		return x.away + rxAway
+		return at
 	}
 	x.owner = rxLoop
 	c.setDeadlineLocked(0)
