@@ -273,18 +273,25 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 func (r *receiver) deliverDirect(p *peer, pl []byte, now int64) {
 	c := r.c
 	n := copy(r.direct, pl)
-	if n < len(pl) {
-		c.stats.truncated.Add(1)
-	}
 	r.direct, r.directOK, r.directN, r.directFrom = nil, true, n, p.addr
 	r.waiting = false
 	p.next++
 	p.contig = p.next
 	p.nextMsg++
 	p.joining = false
+	c.stats.direct.Add(1)
+	r.delivered(p, n, n < len(pl), now)
+}
+
+// delivered counts a message handed to the reader (from the window or
+// directly) and settles its sender's window; r.mu is held.
+func (r *receiver) delivered(p *peer, n int, truncated bool, now int64) {
+	c := r.c
+	if truncated {
+		c.stats.truncated.Add(1)
+	}
 	c.stats.messagesReceived.Add(1)
 	c.stats.bytesReceived.Add(uint64(n))
-	c.stats.direct.Add(1)
 	r.settle(p, now)
 	r.statusDue(p, now)
 }
@@ -590,16 +597,10 @@ func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool
 			continue
 		}
 		n, truncated = p.deliver(b, c.stride)
-		if truncated {
-			c.stats.truncated.Add(1)
-		}
-		c.stats.messagesReceived.Add(1)
-		c.stats.bytesReceived.Add(uint64(n))
 		if now == 0 {
 			now = c.now()
 		}
-		r.settle(p, now)
-		r.statusDue(p, now)
+		r.delivered(p, n, truncated, now)
 		return n, truncated, p, nil, true
 	}
 	return 0, false, nil, nil, false
