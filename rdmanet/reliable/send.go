@@ -34,8 +34,7 @@ type sender struct {
 	c  *Conn
 	mu sync.Mutex
 
-	w        uint64              // Window
-	wi       ringIndex           // slot of a sequence in the window
+	wi       ringIndex           // Window slots (wi.n), and the slot of a sequence
 	win      *rdmanet.SendBuffer // nil: the window is Go memory (winErr says why)
 	winErr   error
 	buf      []byte   // w slots of mtu bytes, c.stride apart, in win
@@ -75,7 +74,6 @@ type receiverState struct {
 
 func (s *sender) init(c *Conn) {
 	s.c = c
-	s.w = uint64(c.cfg.Window)
 	s.wi = newRingIndex(c.cfg.Window)
 	if win, err := c.conn.NewSendBuffer(c.cfg.Window * c.stride); err == nil {
 		s.win = win
@@ -206,7 +204,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 		nfrag := max((len(b)+c.frag-1)/c.frag, 1)
 		// A batch never holds one slot twice (a window smaller than
 		// s.msgs would wrap inside it).
-		if k+nfrag > len(s.msgs) || uint64(k+nfrag) > s.w {
+		if k+nfrag > len(s.msgs) || uint64(k+nfrag) > s.wi.n {
 			if err := flush(); err != nil {
 				return done, err
 			}
@@ -329,7 +327,7 @@ func (s *sender) slowest(now int64) (uint64, bool) {
 		if now-r.heard > int64(s.c.cfg.ReceiverTimeout) {
 			continue
 		}
-		end := min(r.pos+s.w, r.limit)
+		end := min(r.pos+s.wi.n, r.limit)
 		if !ok || end < lim {
 			lim, ok = end, true
 		}
@@ -341,13 +339,13 @@ func (s *sender) slowest(now int64) (uint64, bool) {
 // that message's number; (next, nextMsg) when the window is empty.
 func (s *sender) low() (uint64, uint64) {
 	lo := uint64(0)
-	if s.next > s.w {
-		lo = s.next - s.w
+	if s.next > s.wi.n {
+		lo = s.next - s.wi.n
 	}
 	for seq := lo; seq < s.next; seq++ {
 		d := s.slot(seq)
 		var h header
-		if _, err := decode(d[:s.lens[seq%s.w]], &h); err == nil && h.frag == 0 {
+		if _, err := decode(d[:s.lens[s.wi.of(seq)]], &h); err == nil && h.frag == 0 {
 			return seq, h.msg
 		}
 	}
@@ -368,7 +366,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 	}
 	now := c.now()
 	s.touch(from, h.session, now, 0, 0, false)
-	start, end := h.seq, h.seq+min(uint64(count), s.w)
+	start, end := h.seq, h.seq+min(uint64(count), s.wi.n)
 	if end > s.next {
 		end = s.next
 	}
