@@ -27,11 +27,11 @@ R=$RXEVM_WORK/root
 IMAGE=$RXEVM_WORK/initramfs.cpio
 
 # Host tools and libraries copied into the VM. ib_send_bw and ib_send_lat are perftest's, for
-# RXEVM_BENCH; tc (iproute2) sets the netem qdisc of TestNetemLoss; stdbuf line-buffers tools that may be killed by a timeout
+# RXEVM_BENCH, and sockperf its UDP floor (C beside net.UDPConn); tc (iproute2) sets the netem qdisc of TestNetemLoss; stdbuf line-buffers tools that may be killed by a timeout
 # (their block-buffered stdout would be lost otherwise).
 HOST_BINS=(
   /usr/bin/mckey /usr/bin/udaddy /usr/bin/ibv_devinfo /usr/bin/ibv_devices
-  /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/rdma /usr/bin/stdbuf
+  /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/sockperf /usr/bin/rdma /usr/bin/stdbuf
   "$(command -v ip)" "$(command -v tc)"
 )
 # RXEVM_EXTRA_BINS: more host tools by name, for a diagnosis (e.g. strace).

@@ -43,6 +43,7 @@ check_prereqs() {
     /usr/bin/rdma:iproute2
     /usr/bin/ib_send_bw:perftest
     /usr/bin/ib_send_lat:perftest
+    /usr/bin/sockperf:sockperf
     /usr/bin/stdbuf:coreutils
     apt-get:apt
     dpkg-deb:dpkg

@@ -58,6 +58,14 @@ type benchCase struct {
 	run      func(t *testing.T, s *site, size int) float64
 }
 
+// derivedRow is a row of ratios between two measured rows of the same
+// round: of's value over over's.
+type derivedRow struct {
+	name     string
+	size     int
+	of, over string
+}
+
 func TestBenchTwoHost(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv("RDMANET_TEST_BENCH_ROUNDS"))
 	if rounds <= 0 {
@@ -65,10 +73,19 @@ func TestBenchTwoHost(t *testing.T) {
 	}
 	s := needPeer(t)
 	var cases []benchCase
+	var derived []derivedRow
 	for _, size := range []int{64, 1024} {
 		cases = append(cases,
 			benchCase{"ib_send_lat -c UD -e (p50 us)", size, "", false, func(t *testing.T, s *site, n int) float64 { return s.perftestLat(t, n, true) }},
 			benchCase{"ib_send_lat -c UD (p50 us)", size, "", false, func(t *testing.T, s *site, n int) float64 { return s.perftestLat(t, n, false) }},
+			// The Go floor: what the Go runtime itself costs an
+			// event-driven ping-pong here, without RDMA. A plain
+			// connected net.UDPConn (the echo a plain UDPConn too)
+			// beside sockperf (C, blocking recvfrom) over the same link,
+			// then rdmanet's Spin 0 rows beside that net.UDPConn.
+			benchCase{"sockperf ping-pong, UDP (p50 us)", size, "", false, func(t *testing.T, s *site, n int) float64 { return s.sockperfPingPong(t, n) }},
+			benchCase{"net.UDPConn ping-pong (p50 us)", size, "sockperf ping-pong, UDP (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.udpPingPong(t, n) }},
 			benchCase{"rdmanet ping-pong, multicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, 0) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
@@ -97,6 +114,12 @@ func TestBenchTwoHost(t *testing.T) {
 			// the sender's queue as rdmanet's (see perftestBW).
 			benchCase{"ib_send_bw -c UD -e (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, true) }},
 			benchCase{"ib_send_bw -c UD (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.perftestBW(t, n, false) }},
+			// The Go floor of a sender: one datagram a system call,
+			// sockperf's (C) against a net.UDPConn's Write, the same
+			// server, the sender's rate.
+			benchCase{"sockperf throughput, UDP send (msgs/s)", size, "", true, func(t *testing.T, s *site, n int) float64 { return s.sockperfSend(t, n) }},
+			benchCase{"net.UDPConn Write, UDP send (msgs/s)", size, "sockperf throughput, UDP send (msgs/s)", true,
+				func(t *testing.T, s *site, n int) float64 { return s.udpSend(t, n) }},
 			benchCase{"rdmanet WriteTo/ReadFrom, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
 				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 1, 0, false) }},
 			benchCase{"rdmanet batches of 32, multicast, Spin 0 (msgs/s)", size, "ib_send_bw -c UD -e (msgs/s)", true,
@@ -114,11 +137,26 @@ func TestBenchTwoHost(t *testing.T) {
 			benchCase{"rdmanet batches of 32, unicast, Spin 2ms (msgs/s)", size, "ib_send_bw -c UD (msgs/s)", true,
 				func(t *testing.T, s *site, n int) float64 { return s.flood(t, n, 32, benchSpinRTT, true) }},
 		)
+		// What rxe costs over UDP, in C and in Go: perftest over sockperf,
+		// and rdmanet's event-driven rows over the Go floor, per round.
+		derived = append(derived,
+			derivedRow{"ib_send_lat -c UD -e / sockperf (C)", size,
+				"ib_send_lat -c UD -e (p50 us)", "sockperf ping-pong, UDP (p50 us)"},
+			derivedRow{"rdmanet multicast answer, Spin 0 / net.UDPConn", size,
+				"rdmanet ping-pong, multicast answer, Spin 0", "net.UDPConn ping-pong (p50 us)"},
+			derivedRow{"rdmanet unicast answer, Spin 0 / net.UDPConn", size,
+				"rdmanet ping-pong, unicast answer, Spin 0", "net.UDPConn ping-pong (p50 us)"},
+		)
 	}
 	if only := os.Getenv("RDMANET_TEST_BENCH_ONLY"); only != "" {
 		// A regexp of the rows to measure (their baselines are kept).
 		re := regexp.MustCompile(only)
 		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return c.baseline != "" && !re.MatchString(c.name) })
+		kept := map[string]bool{}
+		for _, c := range cases {
+			kept[c.name] = true
+		}
+		derived = slices.DeleteFunc(derived, func(d derivedRow) bool { return !kept[d.of] || !kept[d.over] })
 	}
 	if p := os.Getenv("RDMANET_TEST_BENCH_PROFILE"); p == "1" || p == "both" {
 		// A CPU profile of this process (the asking side) over every
@@ -144,6 +182,11 @@ func TestBenchTwoHost(t *testing.T) {
 				line += fmt.Sprintf(" ratio=%.2f", v/b)
 			}
 			fmt.Println(line)
+		}
+		for _, d := range derived {
+			v := vals[key(d.of, d.size)][round-1] / vals[key(d.over, d.size)][round-1]
+			vals[key(d.name, d.size)] = append(vals[key(d.name, d.size)], v)
+			fmt.Printf("RXEVM-BENCH round=%d size=%d ratio=%.2f name=%q\n", round, d.size, v, d.name)
 		}
 	}
 	// The tables: one row per measure, its value in each round, and for
@@ -176,6 +219,17 @@ func TestBenchTwoHost(t *testing.T) {
 				rs = append(rs, fmt.Sprintf("%.2fx", ratios[i]))
 			}
 			fmt.Printf("RXEVM-TABLE %s%s | **%.2fx** |\n", row, strings.Join(rs, " "), median(ratios))
+		}
+		for _, d := range derived {
+			if d.size != size {
+				continue
+			}
+			v := vals[key(d.name, size)]
+			var rs []string
+			for _, x := range v {
+				rs = append(rs, fmt.Sprintf("%.2fx", x))
+			}
+			fmt.Printf("RXEVM-TABLE | %s |%s %s | **%.2fx** |\n", d.name, strings.Repeat(" |", len(v)), strings.Join(rs, " "), median(v))
 		}
 	}
 }
@@ -510,4 +564,125 @@ func (s *site) perfPingPong(t *testing.T, size int) float64 {
 	}
 	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
 	return float64(res.P50Ns) / 1e3
+}
+
+// sockperfPort is the UDP port of the floor rows' sockperf server and
+// echo (on the link's addresses only).
+const sockperfPort = 12399
+
+// sockperfPingPong: sockperf's UDP ping-pong, its server on the peer and
+// its client here, both blocking in recvfrom (sockperf's default), the
+// clock read by clock_gettime as Go's (--no-rdtsc: TCG emulates the
+// TSC); its median half round trip (sockperf's "latency"), µs. sockperf
+// runs for a time, not a count: 3 s, of which it keeps the middle as
+// valid (hundreds to thousands of round trips here).
+func (s *site) sockperfPingPong(t *testing.T, size int) float64 {
+	t.Helper()
+	return s.sockperfClient(t, "ping-pong", size, "percentile 50.000 =")
+}
+
+// sockperfSend: sockperf's UDP throughput mode, blocking sends of one
+// datagram each as fast as they go for 3 s to a sockperf server on the
+// peer; the sender's rate (its "Message Rate"), msgs/s.
+func (s *site) sockperfSend(t *testing.T, size int) float64 {
+	t.Helper()
+	return s.sockperfClient(t, "throughput", size, "Summary: Message Rate is")
+}
+
+// sockperfClient runs a sockperf server on the peer and the client in mode
+// here, and returns the number after key in the client's output.
+func (s *site) sockperfClient(t *testing.T, mode string, size int, key string) float64 {
+	t.Helper()
+	s.sockperfServer(t)
+	defer s.agent.Stop("sockperf")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "sockperf", mode, "-i", s.peer.String(), "-p", strconv.Itoa(sockperfPort),
+		"-m", strconv.Itoa(size), "-t", "3", "--no-rdtsc").CombinedOutput()
+	require.NoError(t, err, "sockperf %s:\n%s", mode, out)
+	for _, l := range strings.Split(string(out), "\n") {
+		if _, v, ok := strings.Cut(l, key); ok {
+			f := strings.Fields(v)
+			require.NotEmpty(t, f, l)
+			x, err := strconv.ParseFloat(f[0], 64)
+			require.NoError(t, err, l)
+			return x
+		}
+	}
+	t.Fatalf("no %q in sockperf's output:\n%s", key, out)
+	return 0
+}
+
+// sockperfServer starts sockperf's server on the peer, on the link's
+// address and sockperfPort (stopped by the caller).
+func (s *site) sockperfServer(t *testing.T) {
+	t.Helper()
+	_, err := s.agent.Start(peer.StartRequest{Name: "sockperf", Argv: []string{"stdbuf", "-oL",
+		"sockperf", "server", "-i", s.peer.String(), "-p", strconv.Itoa(sockperfPort)}})
+	require.NoError(t, err)
+	r, err := s.agent.Wait("sockperf", "to block on socket", 30*time.Second)
+	require.NoError(t, err)
+	require.True(t, r.Matched, "sockperf server on b:\n%s", r.Output)
+}
+
+// udpSend: a connected net.UDPConn's Write of one datagram a call, as fast
+// as it goes for benchBWIters*5 datagrams, to the sockperf server on the
+// peer (sockperf's throughput client does the same in C); the sender's
+// rate, msgs/s. (The payload is not sockperf's header: its server counts
+// and drops it.)
+func (s *site) udpSend(t *testing.T, size int) float64 {
+	t.Helper()
+	s.sockperfServer(t)
+	defer s.agent.Stop("sockperf")
+	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: s.addr}, &net.UDPAddr{IP: s.peer, Port: sockperfPort})
+	require.NoError(t, err)
+	defer c.Close()
+	b := make([]byte, size)
+	n := benchBWIters * 5
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err = c.Write(b); err != nil {
+			break
+		}
+	}
+	el := time.Since(start)
+	require.NoError(t, err)
+	return float64(n) / el.Seconds()
+}
+
+// udpPingPong: the same ping-pong as a Go program writes it without
+// rdmanet: a connected net.UDPConn here, the udpecho role's net.UDPConn
+// on the peer, both in the netpoller; the median half round trip, µs.
+func (s *site) udpPingPong(t *testing.T, size int) float64 {
+	t.Helper()
+	ready := s.helperOnPeer(t, "udpecho", "udpecho", "", "-bind", s.peer.String())
+	defer s.agent.Stop("udpecho")
+	l := ready.Lines("READY")
+	require.NotEmpty(t, l)
+	port, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(l[0], "READY")))
+	require.NoError(t, err, l[0])
+	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: s.addr}, &net.UDPAddr{IP: s.peer, Port: port})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Minute)))
+	b, in := make([]byte, size), make([]byte, 65536)
+	rtt := make([]int64, 0, benchPingIters)
+	for i := 0; i < 50+benchPingIters; i++ {
+		message(b, uint64(i))
+		t0 := time.Now()
+		_, err := c.Write(b)
+		require.NoError(t, err)
+		for {
+			k, err := c.Read(in)
+			require.NoError(t, err, "round trip %d", i)
+			if seq, err := checkMessage(in[:k]); err == nil && k == size && seq == uint64(i) {
+				break
+			}
+		}
+		if i >= 50 { // after the warm-up
+			rtt = append(rtt, int64(time.Since(t0)))
+		}
+	}
+	slices.Sort(rtt)
+	return float64(rtt[len(rtt)/2]) / 2 / 1e3
 }

@@ -101,6 +101,8 @@ func helperMain(role string, args []string) int {
 		err = helperSink(&h)
 	case "rate":
 		err = helperRate(&h)
+	case "udpecho":
+		err = helperUDPEcho(&h)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -281,6 +283,46 @@ func helperEcho(h *helperFlags) error {
 		}
 	}()
 	fmt.Printf("READY %v\n", c.LocalAddr())
+	select {
+	case <-stop:
+		c.Close()
+		<-done
+	case err := <-done:
+		return err
+	}
+	fmt.Printf("ECHOED %d\n", n)
+	return nil
+}
+
+// helperUDPEcho answers every datagram to -bind's UDP port with the same
+// bytes, on a plain net.UDPConn, until interrupted: the Go program a user
+// would write without rdmanet, the echo of the UDP floor rows (bench_test.go).
+// READY prints the port.
+func helperUDPEcho(h *helperFlags) error {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(h.bind)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := interrupted()
+	done := make(chan error, 1)
+	n := 0
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			k, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				done <- err
+				return
+			}
+			if _, err := c.WriteToUDPAddrPort(buf[:k], from); err != nil {
+				done <- err
+				return
+			}
+			n++
+		}
+	}()
+	fmt.Printf("READY %d\n", c.LocalAddr().(*net.UDPAddr).Port)
 	select {
 	case <-stop:
 		c.Close()
