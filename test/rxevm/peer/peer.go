@@ -64,6 +64,9 @@ type Result struct {
 	Code    int    `json:"code"`
 	Matched bool   `json:"matched"` // WaitRequest.Until was seen
 	Err     string `json:"err,omitempty"`
+	// The CPU the command used, once it exited (a benchmark's diagnosis).
+	UserTime time.Duration `json:"user_time,omitempty"`
+	SysTime  time.Duration `json:"sys_time,omitempty"`
 }
 
 // Lines returns the output's lines that contain sub.
@@ -87,6 +90,8 @@ type proc struct {
 	out   bytes.Buffer
 	code  int
 	err   error
+	user  time.Duration
+	sys   time.Duration
 }
 
 func (p *proc) Write(b []byte) (int, error) {
@@ -102,6 +107,7 @@ func (p *proc) result(name, until string) Result {
 	select {
 	case <-p.done:
 		r.Exited, r.Code = true, p.code
+		r.UserTime, r.SysTime = p.user, p.sys
 		if p.err != nil {
 			r.Err = p.err.Error()
 		}
@@ -211,6 +217,7 @@ func (a *Agent) start(req StartRequest) (Result, error) {
 		err := p.cmd.Wait()
 		p.mu.Lock()
 		p.code = p.cmd.ProcessState.ExitCode()
+		p.user, p.sys = p.cmd.ProcessState.UserTime(), p.cmd.ProcessState.SystemTime()
 		if err != nil && p.code != 0 {
 			p.err = err
 		}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,7 +318,11 @@ func (s *site) perftestOnce(t *testing.T, tool string, retry bool, args ...strin
 		"-x", s.gidIndex, s.peer.String())...)
 	out, err := cmd.CombinedOutput()
 	if os.Getenv("RDMANET_TEST_BENCH_DIAG") != "" && cmd.ProcessState != nil {
-		fmt.Printf("RXEVM-DIAG %s client cpu user=%v sys=%v (%v)\n", tool, cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime(), strings.Join(args, " "))
+		var vcs, nvcs int64
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			vcs, nvcs = ru.Nvcsw, ru.Nivcsw
+		}
+		fmt.Printf("RXEVM-DIAG %s client cpu user=%v sys=%v vcs=%d nvcs=%d (%v)\n", tool, cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime(), vcs, nvcs, strings.Join(args, " "))
 	}
 	if retry && err != nil && bytes.Contains(out, []byte("Can't produce a report")) {
 		return "", "", true
@@ -338,6 +343,9 @@ func (s *site) perftestOnce(t *testing.T, tool string, retry bool, args ...strin
 		return "", "", true
 	}
 	require.Equal(t, 0, r.Code, "%s server on b:\n%s", tool, r.Output)
+	if os.Getenv("RDMANET_TEST_BENCH_DIAG") != "" {
+		fmt.Printf("RXEVM-DIAG %s server cpu user=%v sys=%v (%v)\n", tool, r.UserTime, r.SysTime, strings.Join(args, " "))
+	}
 	return string(out), r.Output, false
 }
 
@@ -507,13 +515,29 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 			require.NoError(t, trace.Start(tr))
 		}
 	}
+	// RDMANET_TEST_BENCH_DIAG=hist: how long each write took, summed by
+	// bucket (a diagnosis: it adds two clock reads a write).
+	var hist []time.Duration
+	if os.Getenv("RDMANET_TEST_BENCH_DIAG") == "hist" {
+		hist = make([]time.Duration, 0, benchBWIters)
+	}
 	start := time.Now()
 	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
+		var t0 time.Time
+		if hist != nil {
+			t0 = time.Now()
+		}
 		if batch == 1 {
 			_, err = c.WriteTo(ms[0].Buffer, dst)
 		} else {
 			_, err = c.WriteBatch(ms)
 		}
+		if hist != nil {
+			hist = append(hist, time.Since(t0))
+		}
+	}
+	if hist != nil {
+		printHist(fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind), hist, time.Since(start))
 	}
 	if diag {
 		tag := fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind)
@@ -531,6 +555,12 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 	v, err := strconv.ParseFloat(field(l[0], "msgs_per_s"), 64)
 	require.NoError(t, err, l[0])
 	fmt.Printf("flood %d B batch %d spin %v %s: %s\n", size, batch, spin, kind, l[0])
+	if diag || hist != nil {
+		fmt.Printf("RXEVM-DIAG flood %d B batch %d %s receiver cpu user=%v sys=%v\n", size, batch, kind, r.UserTime, r.SysTime)
+		for _, l := range r.Lines("RXEVM-DIAG") {
+			fmt.Println(strings.TrimSpace(l))
+		}
+	}
 	if profile {
 		tag := fmt.Sprintf("RXEVM-PPROF-PEER %d-%d-%v-%s", size, batch, spin, kind)
 		for _, p := range r.Lines("PPROF ") {
@@ -639,6 +669,11 @@ func (s *site) udpSend(t *testing.T, size int) float64 {
 	defer c.Close()
 	b := make([]byte, size)
 	n := benchBWIters * 5
+	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
+	var before procThreads
+	if diag {
+		before = threadSnapshot()
+	}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if _, err = c.Write(b); err != nil {
@@ -646,6 +681,9 @@ func (s *site) udpSend(t *testing.T, size int) float64 {
 		}
 	}
 	el := time.Since(start)
+	if diag {
+		diagSince(fmt.Sprintf("udpsend-%d", size), before, n, el)
+	}
 	require.NoError(t, err)
 	return float64(n) / el.Seconds()
 }
@@ -685,4 +723,27 @@ func (s *site) udpPingPong(t *testing.T, size int) float64 {
 	}
 	slices.Sort(rtt)
 	return float64(rtt[len(rtt)/2]) / 2 / 1e3
+}
+
+// printHist prints a RXEVM-HIST line: the calls' quantiles and how much of
+// the wall time calls of each size took.
+func printHist(tag string, d []time.Duration, wall time.Duration) {
+	slices.Sort(d)
+	q := func(f float64) time.Duration { return d[min(len(d)-1, int(f*float64(len(d))))] }
+	var sum, over100us, over1ms time.Duration
+	var n100, n1ms int
+	for _, x := range d {
+		sum += x
+		if x > 100*time.Microsecond {
+			over100us += x
+			n100++
+		}
+		if x > time.Millisecond {
+			over1ms += x
+			n1ms++
+		}
+	}
+	fmt.Printf("RXEVM-HIST %s n=%d wall=%v in_calls=%v p50=%v p90=%v p99=%v p99.9=%v max=%v over100us=%d/%v over1ms=%d/%v\n",
+		tag, len(d), wall.Round(time.Millisecond), sum.Round(time.Millisecond), q(0.5), q(0.9), q(0.99), q(0.999), d[len(d)-1],
+		n100, over100us.Round(time.Millisecond), n1ms, over1ms.Round(time.Millisecond))
 }

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/go-rdma/rdmanet/test/rxevm/peer"
 	"github.com/stretchr/testify/require"
@@ -444,6 +445,9 @@ func helperRate(h *helperFlags) error {
 	fmt.Printf("READY %v\n", c.LocalAddr())
 	var first, last time.Time
 	got, firstBatch, moved := 0, 0, 0
+	var before procThreads
+	var crossed uint64
+	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
 	c.SetReadDeadline(time.Now().Add(60 * time.Second))
 	for got < h.n {
 		k, err := c.ReadBatch(ms)
@@ -456,12 +460,21 @@ func helperRate(h *helperFlags) error {
 		last = time.Now()
 		if got == 0 {
 			first, firstBatch = last, k
+			if diag {
+				before, crossed = threadSnapshot(), rdmacore.Crossings()
+			}
 		}
 		got += k
 		if got == k || got-moved >= rateDeadlineEvery {
 			c.SetReadDeadline(last.Add(h.idle))
 			moved = got
 		}
+	}
+	if diag && before != nil {
+		diagSince("rate-receiver", before, got, last.Sub(first))
+		fmt.Printf("RXEVM-DIAG rate-receiver crossings/msg=%.3f\n", float64(rdmacore.Crossings()-crossed)/float64(got))
+		st := c.Stats()
+		fmt.Printf("RXEVM-DIAG rate-receiver stats %+v\n", st)
 	}
 	secs := last.Sub(first).Seconds()
 	rate := 0.0
@@ -500,7 +513,7 @@ func (s *site) helperOnPeer(t *testing.T, name, role, ns string, args ...string)
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
 	env := append([]string{envHelper + "=" + role}, s.helperEnv...)
-	for _, k := range []string{"RDMANET_TEST_SYSMON_SLACK", "RDMANET_TEST_SYSMON_KEEPER"} { // sysmon_test.go
+	for _, k := range []string{"RDMANET_TEST_SYSMON_SLACK", "RDMANET_TEST_SYSMON_KEEPER", "RDMANET_TEST_BENCH_DIAG"} { // sysmon_test.go, bench_test.go
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
