@@ -38,6 +38,9 @@ func (f failingID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
 type failingQP struct{ verbs.QP }
 
 func (q failingQP) SendCQ() verbs.CQ { return failingCQ{q.QP.SendCQ()} }
+func (q failingQP) PollPostSend(wcs []verbs.WC, wrs []verbs.SendWR) (int, int, error) {
+	return verbs.PollThenPost(q, wcs, wrs) // through the failing CQ
+}
 
 type failingCQ struct{ verbs.CQ }
 

@@ -83,6 +83,9 @@ type stuckQP struct {
 }
 
 func (q *stuckQP) SendCQ() verbs.CQ { return q.cq }
+func (q *stuckQP) PollPostSend(wcs []verbs.WC, wrs []verbs.SendWR) (int, int, error) {
+	return verbs.PollThenPost(q, wcs, wrs) // through the stuck CQ
+}
 
 // stuckCQ never completes anything; its channel never fires.
 type stuckCQ struct{ efd int }

@@ -359,11 +359,49 @@ func mod(x, m uint64) uint64 {
 // ones are given back: they are the newest. A lone datagram the kernel
 // refused is counted and its error returned.
 func (c *Conn) post() (int, error) {
+	c.signalLast()
+	n, err := c.qp.PostSend(c.wr.wrs)
+	return c.postDone(n, err)
+}
+
+// signalLast signals the last staged request when the batch holds
+// SendBuffer memory or an earlier post stopped part way; wr.mu is held.
+func (c *Conn) signalLast() {
 	s := &c.wr
 	if len(s.wrs) > 0 && (s.bufStaged || s.signalNext) {
 		s.wrs[len(s.wrs)-1].Flags |= verbs.SendSignaled
 	}
-	n, err := c.qp.PostSend(s.wrs)
+}
+
+// reapPost is a lone write's takePending and post in one provider call
+// (verbs.QP.PollPostSend: one cgo crossing on rdma-core, not two). When
+// the poll finds a failed completion (or a whole poll's worth), nothing
+// is posted: the completions are taken as takePending takes them, and a
+// pending failure is returned with the staged request dropped, as a write
+// that found it first would; otherwise the request is posted as post
+// does. wr.mu is held.
+func (c *Conn) reapPost() error {
+	s := &c.wr
+	c.signalLast()
+	polled, n, err := c.qp.PollPostSend(s.wcs, s.wrs)
+	c.reaped(polled)
+	if n == 0 && err == nil {
+		if err := c.takePending(); err != nil {
+			c.postDone(0, nil) // unstage
+			return err
+		}
+		_, err = c.post()
+		return err
+	}
+	_, err = c.postDone(n, err)
+	return err
+}
+
+// postDone accounts a post of the staged requests that posted n of them
+// (postDone(0, nil) unstages them all) and returns the write's error;
+// wr.mu is held.
+func (c *Conn) postDone(n int, err error) (int, error) {
+	s := &c.wr
 	c.posted(n)
 	clear(s.wrs) // keep no caller's buffer alive
 	s.wrs = s.wrs[:0]
@@ -408,8 +446,8 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if err == nil && deadlinePassed(&s.deadline) {
 		err = os.ErrDeadlineExceeded // at once, as net.UDPConn
 	}
-	if err == nil {
-		err = c.takePending()
+	if err == nil && s.pending != nil {
+		err = c.takePending() // what the last write's poll found failed
 	}
 	var t target
 	if err == nil {
@@ -420,7 +458,7 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	}
 	if err == nil {
 		if err = c.stage(b, t); err == nil {
-			_, err = c.post()
+			err = c.reapPost()
 		}
 	}
 	s.mu.Unlock()

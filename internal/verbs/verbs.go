@@ -233,6 +233,15 @@ type QP interface {
 	// not count it posted; sends of a batch that fail complete with an
 	// error status and WC.Errno instead.
 	PostSend(wrs []SendWR) (int, error)
+	// PollPostSend is a write's reap-then-post in one call (one cgo
+	// crossing on rdma-core, where a crossing is a sizeable part of a
+	// post): it polls the send CQ into wcs and then, only if that filled
+	// fewer than len(wcs) and every completion succeeded, posts wrs as
+	// PostSend does. It returns the completions polled, the sends posted
+	// (0 when it did not post), and the poll's error (nothing posted) or
+	// the post's. A wrapper of a QP that changes PostSend or the send CQ
+	// wraps this too (PollThenPost does it through the wrapper).
+	PollPostSend(wcs []WC, wrs []SendWR) (polled, posted int, err error)
 	SendCQ() CQ
 	RecvCQ() CQ
 
@@ -272,6 +281,26 @@ type QP interface {
 	// QP on the port (or in the namespace): not this QP's. Nil where the
 	// device has none, or they cannot be read.
 	DeviceCounts() map[string]uint64
+}
+
+// PollThenPost is QP.PollPostSend in two calls, q's send CQ's Poll and
+// then its PostSend: for providers (and wrappers of one) with nothing to
+// gain from doing both at once.
+func PollThenPost(q QP, wcs []WC, wrs []SendWR) (polled, posted int, err error) {
+	polled, err = q.SendCQ().Poll(wcs)
+	if err != nil {
+		return 0, 0, err
+	}
+	if polled == len(wcs) {
+		return polled, 0, nil
+	}
+	for i := range wcs[:polled] {
+		if wcs[i].Status != WCSuccess {
+			return polled, 0, nil
+		}
+	}
+	posted, err = q.PostSend(wrs)
+	return polled, posted, err
 }
 
 // CQ is a completion queue with its own completion channel.

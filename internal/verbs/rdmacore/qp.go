@@ -9,6 +9,8 @@ package rdmacore
 #cgo nocallback rn_post_send
 #cgo noescape rn_poll
 #cgo nocallback rn_poll
+#cgo noescape rn_poll_post_send
+#cgo nocallback rn_poll_post_send
 #cgo nocallback rn_req_notify
 #cgo noescape rn_get_cq_events
 #cgo nocallback rn_get_cq_events
@@ -389,24 +391,70 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	defer q.sendMu.Unlock()
 	q.mrMu.RLock()
 	defer q.mrMu.RUnlock()
-	total, k := 0, 0
-	flush := func() error {
-		if k == 0 {
-			return nil
+	total := 0
+	for total < len(wrs) {
+		k, bad := q.fill(wrs[total:], total)
+		if k > 0 {
+			var posted C.int
+			crossings.Add(1)
+			e := C.rn_post_send(q.ctx, C.int(k), &q.sendBuf[0], &posted)
+			total += int(posted)
+			if e != 0 {
+				return total, postErr("ibv_post_send", e)
+			}
 		}
-		var posted C.int
-		crossings.Add(1)
-		e := C.rn_post_send(q.ctx, C.int(k), &q.sendBuf[0], &posted)
-		total += int(posted)
-		k = 0
-		if e != 0 {
-			return postErr("ibv_post_send", e)
+		if bad != nil {
+			return total, bad
 		}
-		return nil
 	}
+	return total, nil
+}
+
+// PollPostSend polls the send CQ and posts wrs in one crossing
+// (rn_poll_post_send; see verbs.QP). A batch of more than RN_BATCH, or one
+// with a request PostSend would refuse, takes the two calls instead.
+func (q *qp) PollPostSend(wcs []verbs.WC, wrs []verbs.SendWR) (int, int, error) {
+	if len(wcs) == 0 || len(wrs) == 0 || len(wrs) > batch {
+		return verbs.PollThenPost(q, wcs, wrs)
+	}
+	if err := q.check("ibv_post_send"); err != nil {
+		return 0, 0, err
+	}
+	q.sendMu.Lock()
+	q.mrMu.RLock()
+	k, bad := q.fill(wrs, 0)
+	if bad != nil || k < len(wrs) {
+		q.mrMu.RUnlock()
+		q.sendMu.Unlock()
+		return verbs.PollThenPost(q, wcs, wrs)
+	}
+	var polled, posted C.int
+	crossings.Add(1)
+	e := C.rn_poll_post_send(q.scq.cq, C.int(len(wcs)), (*C.struct_rn_wc_out)(unsafe.Pointer(&wcs[0])),
+		q.ctx, C.int(k), &q.sendBuf[0], &polled, &posted)
+	q.mrMu.RUnlock()
+	q.sendMu.Unlock()
+	if polled < 0 {
+		return 0, 0, fmt.Errorf("ibv_poll_cq: %w", unix.Errno(-polled))
+	}
+	noteSendErrors(&q.sendErr, wcs[:polled])
+	if e != 0 {
+		return int(polled), int(posted), postErr("ibv_post_send", e)
+	}
+	return int(polled), int(posted), nil
+}
+
+// fill flattens wrs into sendBuf for rn_post_send, up to RN_BATCH of them,
+// and returns how many; it stops at the first request that cannot be
+// posted and returns why (base is wrs[0]'s index in the caller's batch,
+// for the message). sendMu and mrMu are held.
+func (q *qp) fill(wrs []verbs.SendWR, base int) (int, error) {
+	k := 0
 	for i := range wrs {
+		if k == batch {
+			break
+		}
 		w := &wrs[i]
-		var bad error
 		a, ok := w.AH.(*ah)
 		inline := len(w.Inline) > 0 && w.Flags&verbs.SendInline != 0
 		n := int(w.SGE.Length)
@@ -415,21 +463,15 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 		}
 		switch {
 		case n > q.mtu:
-			bad = fmt.Errorf("ibv_post_send: %d-byte payload over the %d-byte path MTU of %s: %w",
+			return k, fmt.Errorf("ibv_post_send: %d-byte payload over the %d-byte path MTU of %s: %w",
 				n, q.mtu, q.d.local.Device, verbs.ErrMessageSize)
 		case inline && n > q.inline:
-			bad = fmt.Errorf("ibv_post_send: %d-byte inline payload over the QP's max inline %d: %w",
+			return k, fmt.Errorf("ibv_post_send: %d-byte inline payload over the QP's max inline %d: %w",
 				n, q.inline, unix.EINVAL)
 		case !ok || a == nil:
-			bad = fmt.Errorf("ibv_post_send: send %d has no rdma-core AH: %w", i, unix.EINVAL)
+			return k, fmt.Errorf("ibv_post_send: send %d has no rdma-core AH: %w", base+i, unix.EINVAL)
 		case a.ah == nil:
-			bad = fmt.Errorf("ibv_post_send: send %d uses a destroyed AH: %w", i, verbs.ErrClosed)
-		}
-		if bad != nil {
-			if err := flush(); err != nil {
-				return total, err
-			}
-			return total, bad
+			return k, fmt.Errorf("ibv_post_send: send %d uses a destroyed AH: %w", base+i, verbs.ErrClosed)
 		}
 		flags := C.uint32_t(w.Flags)
 		s := &q.sendBuf[k]
@@ -454,13 +496,8 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 		s.imm = C.uint32_t(w.Imm)
 		s.flags = flags
 		k++
-		if k == batch {
-			if err := flush(); err != nil {
-				return total, err
-			}
-		}
 	}
-	return total, flush()
+	return k, nil
 }
 
 // cq is a completion queue with its own completion channel.

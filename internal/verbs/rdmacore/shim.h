@@ -603,6 +603,26 @@ static int rn_poll(struct rn_ibv_cq *cq, int n, struct rn_wc_out *out)
 	return got;
 }
 
+/* rn_poll_post_send is a write's reap and post in one crossing: it polls
+ * the send CQ into out (up to nwc) and then, only when that found fewer
+ * than nwc completions and all of them succeeded, posts the n sends as
+ * rn_post_send. *polled is how many were polled, or -errno when the poll
+ * failed (nothing posted); the result and *posted are rn_post_send's (0
+ * and 0 when it did not post). */
+static int rn_poll_post_send(struct rn_ibv_cq *cq, int nwc, struct rn_wc_out *out,
+			     struct rn_qpctx *q, int n, const struct rn_send_in *in,
+			     int *polled, int *posted)
+{
+	*posted = 0;
+	*polled = rn_poll(cq, nwc, out);
+	if (*polled < 0 || *polled == nwc)
+		return 0;
+	for (int i = 0; i < *polled; i++)
+		if (out[i].status != 0)
+			return 0;
+	return rn_post_send(q, n, in, posted);
+}
+
 static inline int rn_req_notify(struct rn_ibv_cq *cq)
 {
 	int r = cq->context->ops.req_notify_cq(cq, 0);

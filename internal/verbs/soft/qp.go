@@ -730,6 +730,12 @@ func (s *sendQueue) grow(n int) {
 	}
 }
 
+// PollPostSend polls the send CQ and then posts (see verbs.QP): in this
+// provider both are plain calls, so it is the two in turn.
+func (q *QP) PollPostSend(wcs []verbs.WC, wrs []verbs.SendWR) (int, int, error) {
+	return verbs.PollThenPost(q, wcs, wrs)
+}
+
 // PostSend builds each WR's headers and ICRC into its slot and sends the
 // batch with sendmmsg from the QP's unicast socket. Sends complete
 // synchronously: a signaled WR's completion is on the send CQ when
