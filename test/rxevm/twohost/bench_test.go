@@ -542,6 +542,9 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 	if diag {
 		tag := fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind)
 		diagSince(tag, before, benchBWIters, time.Since(start))
+		// The sending host's device counters: a multicast send that rxe
+		// also loops back to this host shows in rcvd_pkts.
+		fmt.Printf("RXEVM-DIAG %s sender device %v\n", tag, c.Stats().Device)
 		if tr != nil {
 			// The sender's runtime trace: RXEVM-TRACE lines, base64.
 			trace.Stop()
