@@ -343,6 +343,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RDMANET_FLAP_CHILD") == "1" {
 		os.Exit(flapChild())
 	}
+	if os.Getenv("RDMANET_CHURN_CHILD") == "1" {
+		churnChildMain() // on the main thread: churn_rxe_test.go
+	}
 	flag.Parse()
 	if testDevice != "" {
 		// The examples use the software backend on loopback, which cannot

@@ -366,7 +366,7 @@ func (d *id) Close() error {
 	// rdma_destroy_id takes): so only the last ID on the device, its own
 	// cm id destroyed, reads it.
 	if d.dev != nil && d.dev.detach(d) || d.dev == nil && d.removed.Load() {
-		C.rn_sync_devices()
+		onControlThread(func() { C.rn_sync_devices() }) // it lists the devices: control.go
 	}
 	return errors.Join(errs...)
 }

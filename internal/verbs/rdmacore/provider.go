@@ -51,7 +51,8 @@ func (provider) Available() error {
 // error). Free a non-nil list with rn_free_device_list.
 func deviceList() (*unsafe.Pointer, int, error) {
 	var n, e C.int
-	list := C.rn_get_device_list(&n, &e)
+	var list *unsafe.Pointer
+	onControlThread(func() { list = C.rn_get_device_list(&n, &e) })
 	if list == nil {
 		switch unix.Errno(e) {
 		case unix.ENOSYS, unix.ENOENT, unix.ENODEV, unix.ENXIO:
@@ -211,8 +212,12 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 	if err != nil {
 		return nil, err
 	}
+	// rdma_create_event_channel is the process's first rdma_cm call
+	// (librdmacm lists the devices then) and rdma_bind_addr lists them
+	// when the address is on a device it has not seen: control.go.
 	var e C.int
-	ch := C.rn_create_event_channel(&e)
+	var ch *C.struct_rn_rdma_event_channel
+	onControlThread(func() { ch = C.rn_create_event_channel(&e) })
 	if ch == nil {
 		err := fmt.Errorf("rdma_create_event_channel: %w", unix.Errno(e))
 		if noDevice(unix.Errno(e)) {
@@ -225,7 +230,8 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		C.rn_destroy_event_channel(ch)
 		return nil, fmt.Errorf("rdmacore: set cm event channel non-blocking: %w", err)
 	}
-	if e := C.rn_create_id(ch, &d.cm); e != 0 {
+	onControlThread(func() { e = C.rn_create_id(ch, &d.cm) })
+	if e != 0 {
 		C.rn_destroy_event_channel(ch)
 		err := fmt.Errorf("rdma_create_id: %w", unix.Errno(e))
 		if noDevice(unix.Errno(e)) {
@@ -234,7 +240,8 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		return nil, err
 	}
 	sa := sockaddrIP(ip, zone)
-	if e := C.rn_bind_addr(d.cm, unsafe.Pointer(&sa.b[0])); e != 0 {
+	onControlThread(func() { e = C.rn_bind_addr(d.cm, unsafe.Pointer(&sa.b[0])) })
+	if e != 0 {
 		d.destroyID()
 		err := fmt.Errorf("rdma_bind_addr %s: %w", ip, unix.Errno(e))
 		if noDevice(unix.Errno(e)) {
