@@ -73,6 +73,7 @@ func TestBenchTwoHost(t *testing.T) {
 		t.Skip("RDMANET_TEST_BENCH_ROUNDS not set: run `make bench-rxe2`")
 	}
 	s := needPeer(t)
+	printClock()
 	var cases []benchCase
 	var derived []derivedRow
 	for _, size := range []int{64, 1024} {
@@ -749,4 +750,18 @@ func printHist(tag string, d []time.Duration, wall time.Duration) {
 	fmt.Printf("RXEVM-HIST %s n=%d wall=%v in_calls=%v p50=%v p90=%v p99=%v p99.9=%v max=%v over100us=%d/%v over1ms=%d/%v\n",
 		tag, len(d), wall.Round(time.Millisecond), sum.Round(time.Millisecond), q(0.5), q(0.9), q(0.99), q(0.999), d[len(d)-1],
 		n100, over100us.Round(time.Millisecond), n1ms, over1ms.Round(time.Millisecond))
+}
+
+// printClock prints the guest's clocksource and what a time.Now costs
+// here (a spin window reads the clock on every poll).
+func printClock() {
+	cur, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	avail, _ := os.ReadFile("/sys/devices/system/clocksource/clocksource0/available_clocksource")
+	const n = 20000
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		_ = time.Now()
+	}
+	fmt.Printf("RXEVM-CLOCK clocksource=%s available=%q time.Now=%v\n",
+		strings.TrimSpace(string(cur)), strings.TrimSpace(string(avail)), time.Since(start)/n)
 }
