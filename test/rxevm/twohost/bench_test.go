@@ -110,6 +110,13 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, benchSpinRTT) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, benchSpinRTT) }},
+			// The multicast ping-pong with no conn a member of the group
+			// it sends to: requests and answers each go out through a
+			// send-only conn, so no host loops its own datagram back.
+			benchCase{"rdmanet ping-pong, multicast answer, send-only senders, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPongSendConns(t, n, 0) }},
+			benchCase{"rdmanet ping-pong, multicast answer, send-only senders, Spin 2ms", size, "ib_send_lat -c UD (p50 us)", false,
+				func(t *testing.T, s *site, n int) float64 { return s.pingPongSendConns(t, n, benchSpinRTT) }},
 			// The rates, each beside the ib_send_bw with its resources:
 			// an event-driven receiver (Spin 0) beside -e, a spinning one
 			// beside polling; both with benchRecvDepth receives posted and
@@ -457,6 +464,27 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 	if diag {
 		diagSince(fmt.Sprintf("pingpong-%d-%v-unicast=%v", size, spin, unicast), before, benchPingIters, time.Since(start))
 	}
+	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
+	slices.Sort(r.RTT)
+	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3
+}
+
+// pingPongSendConns is pingPong's multicast answer with every sender a
+// send-only conn of its own: a asks on g1 through one and reads the
+// answers on g2 with another, and b's echo answers through a send-only
+// conn joined to g2 (-sendconn).
+func (s *site) pingPongSendConns(t *testing.T, size int, spin time.Duration) float64 {
+	t.Helper()
+	g1, g2 := nextGroups()
+	s.helperOnPeer(t, "pong", "echo", "", "-group", g1.IP.String(), "-reply", g2.IP.String(),
+		"-spin", spin.String(), "-sendconn")
+	defer s.agent.Stop("pong")
+	c := s.listen(t, g2, func(lc *rdmanet.ListenConfig) { lc.Spin = spin })
+	defer c.Close()
+	tx := s.listen(t, g1, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
+	defer tx.Close()
+	require.Equal(t, 50, pingVia(c, tx, g1, 50, size, 2*time.Second).Got, "warm-up answers")
+	r := pingVia(c, tx, g1, benchPingIters, size, 2*time.Second)
 	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
 	slices.Sort(r.RTT)
 	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3

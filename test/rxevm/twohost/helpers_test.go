@@ -61,6 +61,9 @@ type helperFlags struct {
 	// rate: a CPU profile of the receiving loop, printed base64 as
 	// PPROF lines after RESULT.
 	cpuprofile bool
+	// echo: answer through a second, send-only conn joined to the reply
+	// group, so the answering conn is no member of it.
+	sendConn bool
 }
 
 func (h *helperFlags) listen(group *net.UDPAddr, sendOnly bool) (*rdmanet.Conn, error) {
@@ -85,6 +88,7 @@ func helperMain(role string, args []string) int {
 	fs.DurationVar(&h.gap, "gap", time.Millisecond, "")
 	fs.DurationVar(&h.idle, "idle", 5*time.Second, "")
 	fs.BoolVar(&h.cpuprofile, "cpuprofile", false, "")
+	fs.BoolVar(&h.sendConn, "sendconn", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -254,9 +258,15 @@ func helperEcho(h *helperFlags) error {
 	}
 	defer c.Close()
 	var to net.Addr
+	out := c
 	if h.reply != "unicast" {
 		rg := &net.UDPAddr{IP: net.ParseIP(h.reply)}
-		if err := c.JoinGroup(nil, rg); err != nil {
+		if h.sendConn {
+			if out, err = h.listen(rg, true); err != nil {
+				return err
+			}
+			defer out.Close()
+		} else if err := c.JoinGroup(nil, rg); err != nil {
 			return err
 		}
 		to = rg
@@ -276,7 +286,7 @@ func helperEcho(h *helperFlags) error {
 			if dst == nil {
 				dst = &from
 			}
-			if _, err := c.WriteTo(buf[:k], dst); err != nil {
+			if _, err := out.WriteTo(buf[:k], dst); err != nil {
 				done <- err
 				return
 			}
@@ -360,6 +370,12 @@ type pingResult struct {
 // ping sends n requests to dst one at a time and waits up to wait for each
 // answer with the same sequence number.
 func ping(c *rdmanet.Conn, dst net.Addr, n, size int, wait time.Duration) pingResult {
+	return pingVia(c, c, dst, n, size, wait)
+}
+
+// pingVia is ping with the requests sent through tx and the answers read
+// from c.
+func pingVia(c, tx *rdmanet.Conn, dst net.Addr, n, size int, wait time.Duration) pingResult {
 	var r pingResult
 	from := map[string]bool{}
 	b := make([]byte, size)
@@ -368,7 +384,7 @@ func ping(c *rdmanet.Conn, dst net.Addr, n, size int, wait time.Duration) pingRe
 	for i := 0; i < n; i++ {
 		message(b, uint64(i))
 		t0 := time.Now()
-		if _, err := c.WriteTo(b, dst); err != nil {
+		if _, err := tx.WriteTo(b, dst); err != nil {
 			r.Bad++
 			continue
 		}
