@@ -465,8 +465,7 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 		diagSince(fmt.Sprintf("pingpong-%d-%v-unicast=%v", size, spin, unicast), before, benchPingIters, time.Since(start))
 	}
 	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
-	slices.Sort(r.RTT)
-	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3
+	return medianHalfRTT(r.RTT)
 }
 
 // pingPongSendConns is pingPong's multicast answer with every sender a
@@ -486,8 +485,7 @@ func (s *site) pingPongSendConns(t *testing.T, size int, spin time.Duration) flo
 	require.Equal(t, 50, pingVia(c, tx, g1, 50, size, 2*time.Second).Got, "warm-up answers")
 	r := pingVia(c, tx, g1, benchPingIters, size, 2*time.Second)
 	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
-	slices.Sort(r.RTT)
-	return float64(r.RTT[len(r.RTT)/2]) / 2 / 1e3
+	return medianHalfRTT(r.RTT)
 }
 
 // flood: a sends benchBWIters messages flat out (one at a time or in
@@ -628,6 +626,13 @@ func (s *site) perfPingPong(t *testing.T, size int) float64 {
 	return float64(res.P50Ns) / 1e3
 }
 
+// medianHalfRTT is the median of round trips (ns) halved, in µs: the
+// ping-pong rows' figure, as perftest's and sockperf's.
+func medianHalfRTT(rtt []int64) float64 {
+	slices.Sort(rtt)
+	return float64(rtt[len(rtt)/2]) / 2 / 1e3
+}
+
 // sockperfPort is the UDP port of the floor rows' sockperf server and
 // echo (on the link's addresses only).
 const sockperfPort = 12399
@@ -753,8 +758,7 @@ func (s *site) udpPingPong(t *testing.T, size int) float64 {
 			rtt = append(rtt, int64(time.Since(t0)))
 		}
 	}
-	slices.Sort(rtt)
-	return float64(rtt[len(rtt)/2]) / 2 / 1e3
+	return medianHalfRTT(rtt)
 }
 
 // printHist prints a RXEVM-HIST line: the calls' quantiles and how much of

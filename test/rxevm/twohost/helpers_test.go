@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -271,38 +272,19 @@ func helperEcho(h *helperFlags) error {
 		}
 		to = rg
 	}
-	stop := interrupted()
-	n := 0
-	done := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, from, err := c.ReadFromAddr(buf)
-			if err != nil {
-				done <- err
-				return
-			}
-			dst := to
-			if dst == nil {
-				dst = &from
-			}
-			if _, err := out.WriteTo(buf[:k], dst); err != nil {
-				done <- err
-				return
-			}
-			n++
+	buf := make([]byte, 4096)
+	return echoUntilInterrupted(fmt.Sprintf("READY %v", c.LocalAddr()), c, func() error {
+		k, from, err := c.ReadFromAddr(buf)
+		if err != nil {
+			return err
 		}
-	}()
-	fmt.Printf("READY %v\n", c.LocalAddr())
-	select {
-	case <-stop:
-		c.Close()
-		<-done
-	case err := <-done:
+		dst := to
+		if dst == nil {
+			dst = &from
+		}
+		_, err = out.WriteTo(buf[:k], dst)
 		return err
-	}
-	fmt.Printf("ECHOED %d\n", n)
-	return nil
+	})
 }
 
 // helperUDPEcho answers every datagram to -bind's UDP port with the same
@@ -315,25 +297,35 @@ func helperUDPEcho(h *helperFlags) error {
 		return err
 	}
 	defer c.Close()
+	buf := make([]byte, 65536)
+	return echoUntilInterrupted(fmt.Sprintf("READY %d", c.LocalAddr().(*net.UDPAddr).Port), c, func() error {
+		k, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		_, err = c.WriteToUDPAddrPort(buf[:k], from)
+		return err
+	})
+}
+
+// echoUntilInterrupted is an echo role's life: step (one datagram read
+// and answered) in a loop on a goroutine of its own, ready printed once it
+// runs, until interrupted (c closed, which ends the loop; then ECHOED and
+// the count) or until step fails (its error).
+func echoUntilInterrupted(ready string, c io.Closer, step func() error) error {
 	stop := interrupted()
 	done := make(chan error, 1)
 	n := 0
 	go func() {
-		buf := make([]byte, 65536)
 		for {
-			k, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				done <- err
-				return
-			}
-			if _, err := c.WriteToUDPAddrPort(buf[:k], from); err != nil {
+			if err := step(); err != nil {
 				done <- err
 				return
 			}
 			n++
 		}
 	}()
-	fmt.Printf("READY %d\n", c.LocalAddr().(*net.UDPAddr).Port)
+	fmt.Println(ready)
 	select {
 	case <-stop:
 		c.Close()
