@@ -31,38 +31,52 @@ func (f FlowControl) String() string {
 }
 
 // Config holds the options of a reliable conn. The zero value is ready to
-// use: the defaults are in the comments.
+// use: the defaults are in the comments. A zero field takes its default;
+// Listen and New refuse a value outside the bounds each comment gives
+// (negative ones too, except for Linger) with an error that names the
+// field, its value and the bound, and refuse a config whose windows would
+// take more memory than these bounds: the sender's window at most 1 GiB,
+// one sender's receive window at most 1 GiB, and the receive windows of
+// MaxSenders senders at most 16 GiB together (a slot of either window is
+// MTU() rounded up to 64, plus 64 bytes: 1088 bytes at MTU 1024, 4160 at
+// 4096). docs/errors-and-limits.md has the table.
 type Config struct {
 	// MaxMessage is the longest message a write may carry (default
 	// 64 KiB, like UDP). Messages longer than a datagram are cut into
-	// fragments of MTU()-28 bytes and reassembled by receivers.
+	// fragments of MTU()-28 bytes and reassembled by receivers. At most 65535 fragments (65535 ×
+	// (MTU()-28) bytes: 63 MiB at MTU 1024).
 	MaxMessage int
 	// Window is how many datagrams a sender keeps for repair (default
 	// 4096). It bounds how far a receiver may fall behind before losing
-	// messages, and, with FlowMin, how far a sender may run ahead.
+	// messages, and, with FlowMin, how far a sender may run ahead. From
+	// 16, and two largest messages (2 × MaxMessage/(MTU()-28), rounded
+	// up), to 1048576 (1 << 20), and at most 1 GiB of slots.
 	Window int
 	// RecvWindow is how many datagrams a receiver buffers per sender,
 	// received but not yet read, or waiting behind a gap (default 1024).
-	// Datagrams beyond it are dropped and asked for again later.
+	// Datagrams beyond it are dropped and asked for again later. Bounds
+	// as Window's; and MaxSenders × RecvWindow slots at most 16 GiB.
 	RecvWindow int
 	// MaxSenders bounds the senders a receiver tracks at once (default
-	// 64); datagrams from more are dropped and counted.
+	// 64); datagrams from more are dropped and counted. From 1 to 65536.
 	MaxSenders int
 
 	// NAKDelay, when set, is the fixed upper bound of the random delay
 	// before a receiver asks for a gap. By default the bound follows the
 	// smoothed round trip to the sender (RFC 5401's back-off, one RTT),
-	// from 5 µs to 10 ms, starting from InitialRTT.
+	// from 5 µs to 10 ms, starting from InitialRTT. When set, from 1 µs
+	// to 1 s.
 	NAKDelay time.Duration
 	// InitialRTT seeds the round-trip estimate before the first repair is
-	// timed (default 50 µs).
+	// timed (default 50 µs). From 1 µs to 1 s.
 	InitialRTT time.Duration
 	// RepairLinger: after a datagram is repaired, no NAK for it is
 	// answered for this long (default 20 µs). Past it, a NAK sent before
 	// its receiver heard the repair (the transmission number it echoes
 	// is older) is not answered either: the repair is on its way to
 	// everyone who missed it. With UnicastRepair, NAKs are held for two
-	// of the asking receiver's round trips, at least RepairLinger.
+	// of the asking receiver's round trips, at least RepairLinger. From
+	// 1 µs to 1 s.
 	RepairLinger time.Duration
 	// UnicastRepair sends repairs to the receiver that asked instead of
 	// to the group. The default, multicast repair, serves every receiver
@@ -71,11 +85,14 @@ type Config struct {
 
 	// HeartbeatInterval is how soon an idle sender announces its position,
 	// so receivers find tail loss (default 100 µs), doubling while idle up
-	// to HeartbeatMax (default 100 ms).
+	// to HeartbeatMax (default 100 ms). HeartbeatInterval is from 10 µs to
+	// 1 s; HeartbeatMax from 1 ms, and from HeartbeatInterval, to 1 min:
+	// an idle sender sends at most 1000 heartbeats a second.
 	HeartbeatInterval time.Duration
 	HeartbeatMax      time.Duration
 	// SenderTimeout: a sender not heard from for this long is forgotten
-	// (default 1 s).
+	// (default 1 s). From 1 ms to 1 h; keep it well over the senders'
+	// HeartbeatMax (an idle sender is heard only by its heartbeats).
 	SenderTimeout time.Duration
 
 	// FlowControl is FlowMax (default) or FlowMin.
@@ -86,15 +103,16 @@ type Config struct {
 	// RecvWindow. To a FlowMax sender, which never waits for it, it
 	// reports when it first hears the sender, when asked at the sender's
 	// Close, and otherwise every ReceiverTimeout/4 (at least
-	// StatusInterval), to stay known.
+	// StatusInterval), to stay known. From 100 µs to 1 h.
 	StatusInterval time.Duration
 	// ReceiverTimeout: a receiver whose status is not heard for this long
 	// no longer holds back a FlowMin sender or Close (default 500 ms).
+	// From 1 ms to 1 h; keep it well over the receivers' StatusInterval.
 	ReceiverTimeout time.Duration
 
 	// Linger bounds how long Close keeps serving repairs, until every
 	// live receiver reports it has everything (default 50 ms; negative:
-	// do not linger).
+	// do not linger). At most 1 min.
 	Linger time.Duration
 	// FromWindowStart makes a receiver start a newly heard sender at the
 	// oldest message the sender still holds, instead of at its current
@@ -102,49 +120,9 @@ type Config struct {
 	FromWindowStart bool
 }
 
+// setDefaults puts the defaults into c's zero fields and checks every
+// field against its bounds (bounds.go) for a conn whose datagrams are mtu
+// bytes.
 func (c *Config) setDefaults(mtu int) error {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if c.MaxMessage == 0 {
-		c.MaxMessage = 64 << 10
-	}
-	if c.Window == 0 {
-		c.Window = 4096
-	}
-	if c.RecvWindow == 0 {
-		c.RecvWindow = 1024
-	}
-	if c.MaxSenders == 0 {
-		c.MaxSenders = 64
-	}
-	def(&c.InitialRTT, 50*time.Microsecond)
-	def(&c.RepairLinger, 20*time.Microsecond)
-	def(&c.HeartbeatInterval, 100*time.Microsecond)
-	def(&c.HeartbeatMax, 100*time.Millisecond)
-	def(&c.SenderTimeout, time.Second)
-	def(&c.StatusInterval, time.Millisecond)
-	def(&c.ReceiverTimeout, 500*time.Millisecond)
-	def(&c.Linger, 50*time.Millisecond)
-	if mtu <= headerLen {
-		return fmt.Errorf("reliable: MTU %d leaves no room after the %d-byte header", mtu, headerLen)
-	}
-	frags := (c.MaxMessage + mtu - headerLen - 1) / (mtu - headerLen)
-	switch {
-	case c.MaxMessage < 0:
-		return fmt.Errorf("reliable: MaxMessage %d < 0", c.MaxMessage)
-	case frags > 0xffff:
-		return fmt.Errorf("reliable: MaxMessage %d needs %d fragments, more than 65535", c.MaxMessage, frags)
-	case c.Window < 2*frags || c.Window < 16:
-		return fmt.Errorf("reliable: Window %d must hold two largest messages (%d datagrams) and at least 16", c.Window, 2*frags)
-	case c.RecvWindow < 2*frags || c.RecvWindow < 16:
-		return fmt.Errorf("reliable: RecvWindow %d must hold two largest messages (%d datagrams) and at least 16", c.RecvWindow, 2*frags)
-	case c.MaxSenders < 1:
-		return fmt.Errorf("reliable: MaxSenders %d < 1", c.MaxSenders)
-	case c.FlowControl != FlowMax && c.FlowControl != FlowMin:
-		return fmt.Errorf("reliable: unknown %v", c.FlowControl)
-	}
-	return nil
+	return c.applyBounds(mtu)
 }

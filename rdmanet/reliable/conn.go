@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"net"
 	"os"
 	"sync"
@@ -92,6 +93,9 @@ func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
 // newConn is New with a test hook: drop, when not nil, sees every datagram
 // received and drops it by returning true.
 func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool) (*Conn, error) {
+	if c == nil {
+		return nil, errors.New("reliable: New: the *rdmanet.Conn is nil")
+	}
 	ga, err := c.GroupAddr(group)
 	if err != nil {
 		return nil, err
