@@ -33,7 +33,8 @@ var ErrNoRDMA = infiniband.ErrNoRDMA
 // Discover reads the RDMA devices and network interfaces from the sysfs
 // under root ("/" for the running system; a directory holding a fake
 // sys/class tree for tests). A missing /sys/class/infiniband means no RDMA
-// devices, not an error.
+// devices, not an error. On the running system the network interfaces
+// are the caller's network namespace's.
 func Discover(root string) (*System, error) { return infiniband.Discover(root) }
 
 // LookupGID finds gid in the GID table of a device's port under root,

@@ -46,7 +46,10 @@
 // the RDMA devices, their ports (state, link layer, GID table with types
 // and netdevs, P_Keys) and the network interfaces with the RDMA port under
 // each. System.InterfaceFor and System.PortForIP answer "which device,
-// port and GID index do I use for ib0 / for 192.168.10.5".
+// port and GID index do I use for ib0 / for 192.168.10.5". On the running
+// system the network interfaces are those of the caller's network
+// namespace (as net.Interfaces lists them), also where the mounted sysfs
+// shows another namespace's, as after a plain `unshare -n`.
 //
 // sysfs does not show everything ibv_devinfo does. A port's active MTU is
 // derived (see Port.ActiveMTU), and whether a device supports multicast is

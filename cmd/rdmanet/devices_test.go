@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -85,4 +86,39 @@ func TestDevicesLive(t *testing.T) {
 		assert.Regexp(t, `(?m)^rdma-core\s+available\s+libibverbs \+ librdmacm; \d+ device\(s\): .*\b`+dev+`\b`, out)
 		assert.Regexp(t, `(?m)^`+dev+`  node_type CA  .*multicast yes$`, out)
 	}
+}
+
+// ownNetnsMarker names the test a child process runs in a network
+// namespace of its own.
+const ownNetnsMarker = "RDMANET_CMD_OWN_NETNS"
+
+// In a network namespace of its own (a plain `unshare -n`: /sys still
+// shows the host's interfaces) with lo and a veth pair made there,
+// "devices" lists exactly those: not the host's eth0, and the veth that
+// sysfs does not show. Before, the NETDEV table was the host's.
+func TestDevicesInNamespace(t *testing.T) {
+	if os.Getenv(ownNetnsMarker) != t.Name() {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root: it makes a veth pair in a private network namespace (unshare -n)")
+		}
+		cmd := exec.Command("unshare", "-n", "sh", "-c",
+			`ip link set lo up && ip link add rn0 type veth peer name rn1 && exec "$0" "$@"`,
+			os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), ownNetnsMarker+"="+t.Name())
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a private network namespace:\n%s", out)
+		require.NoError(t, err)
+		require.Contains(t, string(out), "--- PASS: "+t.Name())
+		return
+	}
+	out, errOut, code := runCmd(t, "/", "devices")
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	i := strings.Index(out, "\nNETDEV ")
+	require.GreaterOrEqual(t, i, 0, "no NETDEV table in:\n%s", out)
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(out[i+1:]), "\n")[1:] {
+		names = append(names, strings.Fields(l)[0])
+	}
+	assert.Equal(t, []string{"lo", "rn0", "rn1"}, names, "netdevs listed, want this namespace's")
+	assert.Regexp(t, `(?m)^rn0\s+Ethernet\s+1500\s+down\s`, out)
 }

@@ -1,6 +1,7 @@
 package infiniband
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,20 +20,36 @@ type System struct {
 	// function that asks the kernel (net.InterfaceByName); tests may
 	// replace it.
 	InterfaceAddrs func(netdev string) ([]netip.Addr, error)
+	// unseen names the netdevs of the process's network namespace that
+	// the sysfs under Root does not describe (see inNamespace): their
+	// sysfs directories, if any, are another namespace's.
+	unseen map[string]bool
 }
 
 // Discover reads the RDMA devices and network interfaces from the sysfs
 // under root ("/" for the running system; a directory holding a fake
 // sys/class tree for tests). A missing /sys/class/infiniband means no RDMA
 // devices, not an error.
+//
+// On the running system the network interfaces are those of the
+// process's network namespace (net.Interfaces), whatever namespace the
+// mounted sysfs shows; RDMA devices are listed as sysfs has them.
 func Discover(root string) (*System, error) {
 	if root == "" {
 		root = "/"
 	}
 	s := &System{Root: root, InterfaceAddrs: kernelAddrs}
 	var err error
-	if s.Netdevs, err = readNetdevs(filepath.Join(root, "sys/class/net")); err != nil {
+	netDir := filepath.Join(root, "sys/class/net")
+	if s.Netdevs, err = readNetdevs(netDir); err != nil {
 		return nil, err
+	}
+	if isLive(root) {
+		ifis, err := liveInterfaces()
+		if err != nil {
+			return nil, fmt.Errorf("ipoib: network interfaces: %w", err)
+		}
+		s.Netdevs, s.unseen = inNamespace(s.Netdevs, sysfsAddrs(netDir, s.Netdevs), ifis)
 	}
 	if s.Devices, err = readDevices(filepath.Join(root, "sys/class/infiniband")); err != nil {
 		return nil, err
@@ -92,7 +109,7 @@ func (s *System) link() {
 	}
 	for ni := range s.Netdevs {
 		n := &s.Netdevs[ni]
-		if n.Device != "" {
+		if n.Device != "" || s.unseen[n.Name] {
 			continue
 		}
 		dev, port := n.fallbackDevice(s.Root)
