@@ -104,6 +104,9 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 	if err := cfg.setDefaults(mtu); err != nil {
 		return nil, err
 	}
+	if err := cfg.guardDefaults(); err != nil {
+		return nil, err
+	}
 	var sb [4]byte
 	if _, err := rand.Read(sb[:]); err != nil {
 		return nil, err

@@ -143,8 +143,14 @@ type roleProc struct {
 }
 
 func startRole(ctx context.Context, role, run string) (*roleProc, error) {
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestKernelLossRole$", "-test.timeout", "0")
-	cmd.Env = append(os.Environ(), envRole+"="+role, envRoleRun+"="+run)
+	return startProcess(ctx, "TestKernelLossRole", envRole+"="+role, envRoleRun+"="+run)
+}
+
+// startProcess re-executes this test binary to run only the test named,
+// with env added to the environment.
+func startProcess(ctx context.Context, test string, env ...string) (*roleProc, error) {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^"+test+"$", "-test.timeout", "0")
+	cmd.Env = append(os.Environ(), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -63,6 +63,8 @@ type sender struct {
 	receivers map[peerKey]*receiverState
 	wakeCh    chan struct{} // status arrived, deadline changed
 	lastSweep int64
+
+	repair repairCredit // bounds repair bytes to a share of first sends
 }
 
 // receiverState is what a sender knows of a receiver from its status.
@@ -101,6 +103,7 @@ func (s *sender) init(c *Conn) {
 	s.hbTimer.Stop()
 	s.receivers = make(map[peerKey]*receiverState)
 	s.wakeCh = make(chan struct{}, 1)
+	s.repair.init(c.cfg.RepairShare, repairBurst)
 }
 
 // stop keeps every later call off the window, which the underlying conn's
@@ -244,6 +247,7 @@ func (s *sender) write(ms [][]byte) (int, error) {
 				chunk = chunk[:c.frag]
 			}
 			n := headerLen + copy(d[headerLen:], chunk)
+			s.repair.earn(n)
 			s.lens[w], s.seqs[w], s.repairT[w] = n, seq, 0
 			s.msgs[k] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
 			s.msgSlot[k] = w
@@ -353,8 +357,10 @@ func (s *sender) low() (uint64, uint64) {
 }
 
 // nak answers a receiver's NAK for count datagrams from h.seq: what is in
-// the window is resent, to the group (or to the receiver), unless the
-// last repair of it may still be on its way to that receiver (inFlight).
+// the window is resent, to the group (or to the receiver), unless it was
+// resent within RepairInterval, the last repair of it may still be on its
+// way to that receiver (inFlight), or the repair credit is spent
+// (repairCredit: the receiver asks again).
 // What left the window is answered with a "lost" datagram naming where
 // the window starts.
 func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
@@ -390,6 +396,9 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 		}
 		n, _ := c.conn.WriteBatch(s.msgs[:k])
 		s.sent(n)
+		for _, m := range s.msgs[:n] {
+			c.stats.repairBytes.Add(uint64(len(m.Buffer)))
+		}
 		if c.cfg.UnicastRepair {
 			c.stats.repairsUnicast.Add(uint64(n))
 		} else {
@@ -403,7 +412,13 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 		if s.seqs[i] != seq || s.lens[i] == 0 {
 			continue
 		}
-		if t := s.repairT[i]; t != 0 && s.inFlight(i, now-t, h.tx, linger) {
+		if !s.repair.covers(s.lens[i], now) {
+			// Looked at first: a NAK stream past the credit costs the
+			// sender one look a NAK, not one a datagram asked for.
+			c.stats.rateLimited.Add(end - seq)
+			break
+		}
+		if t := s.repairT[i]; t != 0 && (now-t < int64(c.cfg.RepairInterval) || s.inFlight(i, now-t, h.tx, linger)) {
 			c.stats.suppressed.Add(1)
 			continue
 		}
@@ -413,6 +428,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 			c.stats.repairsDeferred.Add(1)
 			continue
 		}
+		s.repair.spend(s.lens[i])
 		s.repairT[i] = now
 		d := s.slot(seq)
 		d[1] |= flagRepair
@@ -623,5 +639,55 @@ func (s *sender) linger() {
 		if every < 5*time.Millisecond {
 			every *= 2
 		}
+	}
+}
+
+// repairBurst is the most repair credit a sender holds: 128 such bytes
+// repair 242 datagrams of a 512 B message, or 32 of 4 KiB, at once.
+const repairBurst = 128 << 10
+
+// repairCredit bounds what repairs cost a sender, whatever NAKs ask: each
+// byte of a first send earns share bytes of credit, up to burst, and an
+// idle sender's credit refills to burst over a second (so that a receiver
+// that lost the last datagrams is repaired even when nothing follows
+// them). A repair is sent only when the credit covers it. A NAK is a few
+// dozen bytes and may ask for a whole window: without the bound, a
+// spoofed NAK stream makes the sender multicast a window per NAK.
+type repairCredit struct {
+	share    float64 // credit per byte sent; < 0: no bound
+	burst    float64
+	credit   float64
+	refillAt int64 // the clock of the last refill
+}
+
+func (r *repairCredit) init(share float64, burst int) {
+	r.share, r.burst, r.credit = share, float64(burst), float64(burst)
+}
+
+// earn adds the credit of a first send of n bytes.
+func (r *repairCredit) earn(n int) {
+	if r.share > 0 {
+		r.credit = min(r.credit+r.share*float64(n), r.burst)
+	}
+}
+
+// covers refills the credit to now and reports whether it covers a
+// repair of n bytes.
+func (r *repairCredit) covers(n int, now int64) bool {
+	if r.share < 0 {
+		return true
+	}
+	if dt := now - r.refillAt; dt > 0 {
+		r.credit = min(r.credit+r.burst*float64(dt)/float64(time.Second), r.burst)
+		r.refillAt = now
+	}
+	return r.credit >= float64(n)
+}
+
+// spend takes the credit of a repair of n bytes, which covers said it
+// covers.
+func (r *repairCredit) spend(n int) {
+	if r.share >= 0 {
+		r.credit -= float64(n)
 	}
 }

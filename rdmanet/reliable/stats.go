@@ -45,6 +45,14 @@ type Stats struct {
 	// RTT is the largest smoothed round trip (NAK to repair) among the
 	// senders this conn receives from (InitialRTT until one is measured).
 	RTT time.Duration
+
+	// RepairBytes counts the bytes of the repairs sent (datagrams as
+	// sent, header included).
+	RepairBytes uint64
+	// RepairsRateLimited counts NAKed datagrams not resent because the
+	// repair credit (Config.RepairShare) was spent: the receiver asks
+	// again later.
+	RepairsRateLimited uint64
 }
 
 type counters struct {
@@ -59,6 +67,7 @@ type counters struct {
 	malformed, foreign                            atomic.Uint64
 	repairsDeferred, windowWaits                  atomic.Uint64
 	direct                                        atomic.Uint64 // messages delivered by deliverDirect (tests)
+	repairBytes, rateLimited                      atomic.Uint64
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -82,5 +91,6 @@ func (c *Conn) Stats() Stats {
 		Malformed: s.malformed.Load(), Foreign: s.foreign.Load(),
 	}
 	st.RTT = c.rcv.maxRTT()
+	st.RepairBytes, st.RepairsRateLimited = s.repairBytes.Load(), s.rateLimited.Load()
 	return st
 }
