@@ -1,3 +1,4 @@
+# ratios.py FILE: per-round ratios of go test -bench output (rdmanet rows over their UDP baselines), medians and ranges, as docs/benchmarks.md quotes them.
 import re,sys,statistics as st
 runs={}
 for line in open(sys.argv[1]):
