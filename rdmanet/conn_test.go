@@ -298,6 +298,7 @@ func TestLoopbackOff(t *testing.T) {
 	b, _ := mustRead(t, self)
 	require.Equal(t, "echo", string(b), "loopback is on by default")
 	mustRead(t, peer)
+	require.Zero(t, self.Stats().Loopback, "Stats().Loopback with loopback on")
 
 	require.NoError(t, self.SetMulticastLoopback(false))
 	require.False(t, self.MulticastLoopback())
@@ -306,11 +307,22 @@ func TestLoopbackOff(t *testing.T) {
 	expectNothing(t, self, 150*time.Millisecond)
 	b, _ = mustRead(t, peer)
 	require.Equal(t, "quiet", string(b), "other conns still receive")
+	// Filtered by the conn as it read: counted once.
+	require.Equal(t, uint64(1), self.Stats().Loopback, "Stats().Loopback after one own datagram filtered")
+	require.Zero(t, peer.Stats().Loopback, "Stats().Loopback of a conn that got only others' datagrams")
 
 	off := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.DisableLoopback = true })
 	_, err = off.WriteTo([]byte("cfg"), g)
 	require.NoError(t, err)
 	expectNothing(t, off, 150*time.Millisecond)
+	// Blocked below the conn: a device, or the software QP's kernel
+	// socket filter (selffilter.go), drops it without a count; what
+	// reaches the QP's own check is counted. Never more than once.
+	if bk := off.Backend(); bk.LoopbackBlocked {
+		require.LessOrEqual(t, off.Stats().Loopback, uint64(1), "Stats().Loopback after one own datagram blocked (%s)", bk.Name)
+	} else {
+		require.Equal(t, uint64(1), off.Stats().Loopback, "Stats().Loopback after one own datagram filtered (%s)", bk.Name)
+	}
 }
 
 func TestOversizedWriteFails(t *testing.T) {

@@ -146,8 +146,19 @@ func TestHotPathAllocations(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs, "WriteTo + ReadFromAddr allocations per message")
-	from, _ := rx.GroupAddr(g)
-	_ = from
+
+	// To the group's own address (an *Addr, its MGID form) as well.
+	ga, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	allocs = testing.AllocsPerRun(500, func() {
+		if _, err := tx.WriteTo(msg, &ga); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := rx.ReadFromAddr(buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "WriteTo(GroupAddr) + ReadFromAddr allocations per message")
 }
 
 func TestManyBlockedReadersFewThreads(t *testing.T) {
