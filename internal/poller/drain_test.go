@@ -46,5 +46,10 @@ func TestEagerDrainKeepsOldPattern(t *testing.T) {
 	require.Eventually(t, func() bool { return q.drains.Load() >= 1 }, 5*time.Second, time.Millisecond,
 		"no drain before the sleep")
 	q.post(1)
-	require.NoError(t, <-done)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(waitBound):
+		t.Fatalf("eager drain: Wait not woken by a completion within %v (a lost wake-up)", waitBound)
+	}
 }

@@ -101,7 +101,7 @@ func TestWaitReturnsAtOnceWhenCompletionsPending(t *testing.T) {
 	q := newFakeCQ(t)
 	w := newWaiter(t, q, 0)
 	q.post(3)
-	n, err := w.Wait()
+	n, err := waitWithin(t, w, "Wait with 3 completions pending")
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Zero(t, q.arms.Load(), "a pending completion must not arm the CQ")
@@ -138,7 +138,7 @@ func TestArmThenPollCatchesRacingCompletion(t *testing.T) {
 	w := newWaiter(t, q, 0)
 	q.raceOnArm.Store(true)
 	w.SetDeadline(time.Now().Add(2 * time.Second))
-	n, err := w.Wait()
+	n, err := waitWithin(t, w, "Wait for a completion that raced the arm")
 	require.NoError(t, err, "a completion that raced the arm was missed")
 	require.Equal(t, 1, n)
 }
@@ -148,7 +148,7 @@ func TestWaitDeadline(t *testing.T) {
 	w := newWaiter(t, q, 0)
 	require.NoError(t, w.SetDeadline(time.Now().Add(-time.Second)))
 	start := time.Now()
-	_, err := w.Wait()
+	_, err := waitWithin(t, w, "Wait with a past deadline")
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	require.Less(t, time.Since(start), time.Second)
 
@@ -180,7 +180,7 @@ func TestCloseUnblocksWait(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not unblock Wait")
 	}
-	_, err = w.Wait()
+	_, err = waitWithin(t, w, "Wait after Close")
 	require.ErrorIs(t, err, net.ErrClosed)
 	// The original fd is untouched: the Waiter owned a dup.
 	_, err = unix.FcntlInt(uintptr(q.efd), unix.F_GETFD, 0)
@@ -196,7 +196,7 @@ func TestSpinWindowFindsCompletionWithoutArming(t *testing.T) {
 		q.pending++
 		q.mu.Unlock()
 	}()
-	n, err := w.Wait()
+	n, err := waitWithin(t, w, "Wait with a completion inside the spin window")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, q.arms.Load(), "spin found the completion; the CQ must not be armed")
@@ -205,12 +205,15 @@ func TestSpinWindowFindsCompletionWithoutArming(t *testing.T) {
 func TestWaitAllocatesNothing(t *testing.T) {
 	q := newFakeCQ(t)
 	w := newWaiter(t, q, 0)
+	g := guard(t, w, "the 1000 waits of AllocsPerRun, each with a completion posted")
 	allocs := testing.AllocsPerRun(1000, func() {
 		q.post(1)
 		if _, err := w.Wait(); err != nil {
+			g.done()
 			t.Fatal(err)
 		}
 	})
+	g.done()
 	require.Zero(t, allocs)
 }
 
@@ -236,7 +239,13 @@ func TestBlockedWaitersHoldNoThreads(t *testing.T) {
 	for i := range qs {
 		qs[i].post(1)
 	}
-	wg.Wait()
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(waitBound):
+		t.Fatalf("%d waiters, each posted a completion: not all woke within %v (a lost wake-up)", n, waitBound)
+	}
 }
 
 // pipeSource is level-triggered: the pipe is readable exactly while Poll
@@ -286,7 +295,7 @@ func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		unix.Write(src.w, []byte("abc"))
 	}()
-	n, err := w.Wait()
+	n, err := waitWithin(t, w, "level-triggered Wait for a pipe written 30 ms later")
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, int64(2), src.polls.Load(), "one poll before sleeping, one after waking")
@@ -307,7 +316,7 @@ func TestSpinBacksOffWhenItMisses(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // after the window
 			q.post(1)
 		}()
-		n, err := w.Wait()
+		n, err := waitWithin(t, w, "Wait for a completion 2 ms after the spin window")
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, arms+1, q.arms.Load(), "armed once, then slept")
@@ -326,7 +335,7 @@ func TestSpinBacksOffWhenItMisses(t *testing.T) {
 		late()
 	}
 	q.post(1)
-	n, err := w.Wait()
+	n, err := waitWithin(t, w, "Wait with a completion pending, after the back-off")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, w.misses, "a hit resets the back-off")
@@ -392,7 +401,7 @@ func TestKickKeepsDeadline(t *testing.T) {
 	res := waitAsync(w)
 	time.Sleep(50 * time.Millisecond)
 	w.Kick()
-	r := <-res
+	r := resultWithin(t, res, "kicked Wait with a 300 ms deadline")
 	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
 	require.GreaterOrEqual(t, r.at, 250*time.Millisecond, "returned at the kick, not at the deadline")
 	require.Less(t, r.at, 3*time.Second)
@@ -405,7 +414,7 @@ func TestKickBeforeWaitAndDeadlineSetWhileKicked(t *testing.T) {
 	w.Kick()
 	require.NoError(t, w.SetDeadline(time.Now().Add(200*time.Millisecond)))
 	pollsBefore := s.polls.Load()
-	r := <-waitAsync(w)
+	r := resultWithin(t, waitAsync(w), "Wait after a kick, with a 200 ms deadline set while kicked")
 	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
 	require.GreaterOrEqual(t, r.at, 150*time.Millisecond, "the deadline set while kicked was lost")
 	require.Equal(t, int64(1), s.polls.Load()-pollsBefore, "one poll before sleeping to the deadline")
@@ -424,7 +433,7 @@ func TestKickWithPastDeadline(t *testing.T) {
 	require.NoError(t, w.SetDeadline(time.Now().Add(-time.Second)))
 	s.pending.Add(1)
 	w.Kick()
-	_, err := w.Wait()
+	_, err := waitWithin(t, w, "kicked Wait with a past deadline")
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 }
 
@@ -433,9 +442,9 @@ func TestKickAfterClose(t *testing.T) {
 	res := waitAsync(w)
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, w.Close())
-	require.ErrorIs(t, (<-res).err, net.ErrClosed)
+	require.ErrorIs(t, resultWithin(t, res, "Wait blocked at Close").err, net.ErrClosed)
 	w.Kick() // no panic, no effect
-	_, err := w.Wait()
+	_, err := waitWithin(t, w, "Wait after Close and a kick")
 	require.ErrorIs(t, err, net.ErrClosed)
 }
 
@@ -518,7 +527,7 @@ func TestNarrowFdChosenPerWait(t *testing.T) {
 	// A deadline ends a narrow sleep too, at the deadline.
 	p.sleepNarrow.Store(true)
 	require.NoError(t, w.SetDeadline(time.Now().Add(150*time.Millisecond)))
-	r := <-waitAsync(w)
+	r := resultWithin(t, waitAsync(w), "narrow Wait with a 150 ms deadline")
 	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
 	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
 	require.NoError(t, w.SetDeadline(time.Time{}))
@@ -543,12 +552,12 @@ func TestWakeAndStop(t *testing.T) {
 	res := waitAsync(w)
 	expectBlocked(t, res, 50*time.Millisecond, "before Wake")
 	w.Wake()
-	r := <-res
+	r := resultWithin(t, res, "Wait blocked at Wake")
 	require.NoError(t, r.err)
 	require.Zero(t, r.n, "completions after a Wake with none")
 
 	require.NoError(t, w.SetDeadline(time.Now().Add(150*time.Millisecond)))
-	r = <-waitAsync(w)
+	r = resultWithin(t, waitAsync(w), "the Wait after a Wake, with a 150 ms deadline")
 	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded, "the Wait after a Wake")
 	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
 	require.NoError(t, w.SetDeadline(time.Time{}))
@@ -556,11 +565,11 @@ func TestWakeAndStop(t *testing.T) {
 	res = waitAsync(w)
 	expectBlocked(t, res, 50*time.Millisecond, "before Stop")
 	w.Stop()
-	require.ErrorIs(t, (<-res).err, net.ErrClosed)
-	_, err := w.Wait()
+	require.ErrorIs(t, resultWithin(t, res, "Wait blocked at Stop").err, net.ErrClosed)
+	_, err := waitWithin(t, w, "Wait after Stop")
 	require.ErrorIs(t, err, net.ErrClosed)
 	require.NoError(t, w.SetDeadline(time.Time{}), "SetDeadline after Stop")
-	_, err = w.Wait()
+	_, err = waitWithin(t, w, "Wait after Stop and a cleared deadline")
 	require.ErrorIs(t, err, net.ErrClosed, "a deadline cleared after Stop")
 	require.NoError(t, w.Close())
 }
