@@ -31,8 +31,11 @@ type Addr struct {
 
 var _ net.Addr = (*Addr)(nil)
 
-// GroupAddr returns the group form of an Addr for an MGID.
-func GroupAddr(mgid ipoib.MGID) Addr {
+// AddrFromMGID returns the Addr that names the group with this MGID (the
+// MGID and MulticastQPN), as JoinGroup and WriteTo take it. It needs no
+// conn; Conn.GroupAddr instead looks up a group the conn joined (by IP
+// or MGID) and returns the Addr its join gave.
+func AddrFromMGID(mgid ipoib.MGID) Addr {
 	return Addr{GID: mgid, QPN: MulticastQPN}
 }
 

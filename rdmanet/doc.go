@@ -47,9 +47,13 @@
 // # Addresses
 //
 // ReadFrom returns the sender as an *Addr: its GID and QP number (and IP on
-// RoCE, from the GID). WriteTo takes the group's *net.UDPAddr, an *Addr
-// naming a joined group's MGID, or a peer's *Addr for a unicast UD
-// datagram. Anything else is an error.
+// RoCE, from the GID); ReadFromAddr, the counterpart of net.UDPConn's
+// ReadFromUDP, returns it as a value. WriteTo, JoinGroup, LeaveGroup and
+// GroupAddr take the same types for a group: a multicast *net.UDPAddr or
+// *net.IPAddr (the port is ignored), or an *Addr naming its MGID
+// (AddrFromMGID makes one); WriteTo also takes a peer's *Addr for a
+// unicast UD datagram. nil, and a nil pointer of those types, is a
+// missing address, and anything else an error, as with net.UDPConn.
 //
 // # Errors
 //

@@ -109,26 +109,67 @@ func groupName(g verbs.Group) string {
 	return g.MGID.String()
 }
 
-// groupOf turns JoinGroup's argument into a verbs.Group.
-func groupOf(group net.Addr) (verbs.Group, error) {
-	switch a := group.(type) {
+// Address arguments: JoinGroup, LeaveGroup, GroupAddr and WriteTo take
+// the same types, with the same rules. A group is a multicast
+// *net.UDPAddr (its port is ignored) or *net.IPAddr, as
+// golang.org/x/net/ipv4's JoinGroup takes, or an *Addr naming its MGID;
+// WriteTo also takes a peer's unicast *Addr. nil, and a nil pointer of
+// any of these types, is a missing address on every call, as
+// net.UDPConn.WriteTo treats a nil *net.UDPAddr.
+
+// errMissingAddr is what every call says of a nil address.
+var errMissingAddr = &addrError{nil, "missing address: want a multicast *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
+
+// groupIP returns the IP of a *net.UDPAddr or *net.IPAddr argument; ok
+// is false for any other type, and for nil pointers.
+func groupIP(addr net.Addr) (ip net.IP, ok bool) {
+	switch a := addr.(type) {
 	case *net.UDPAddr:
-		if a != nil && a.IP.IsMulticast() {
-			return verbs.Group{IP: a.IP}, nil
+		if a != nil {
+			return a.IP, true
 		}
 	case *net.IPAddr:
-		if a != nil && a.IP.IsMulticast() {
-			return verbs.Group{IP: a.IP}, nil
+		if a != nil {
+			return a.IP, true
 		}
+	}
+	return nil, false
+}
+
+// isNilAddr reports whether addr is nil or a nil pointer of an address
+// type the conn takes.
+func isNilAddr(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case nil:
+		return true
+	case *net.UDPAddr:
+		return a == nil
+	case *net.IPAddr:
+		return a == nil
 	case *Addr:
-		if a != nil && a.IsMulticast() {
+		return a == nil
+	}
+	return false
+}
+
+// groupOf turns JoinGroup's argument into a verbs.Group.
+func groupOf(group net.Addr) (verbs.Group, error) {
+	if isNilAddr(group) {
+		return verbs.Group{}, errMissingAddr
+	}
+	if ip, ok := groupIP(group); ok {
+		if ip.IsMulticast() {
+			return verbs.Group{IP: ip}, nil
+		}
+		return verbs.Group{}, &addrError{group, "not a multicast group"}
+	}
+	if a, ok := group.(*Addr); ok {
+		if a.IsMulticast() {
 			return verbs.Group{MGID: a.GID}, nil
 		}
+		return verbs.Group{}, &addrError{group, "not a multicast group"}
 	}
-	if group == nil {
-		return verbs.Group{}, &addrError{nil, "want a multicast *net.UDPAddr, *net.IPAddr or group *rdmanet.Addr"}
-	}
-	return verbs.Group{}, &addrError{group, "not a multicast group"}
+	return verbs.Group{}, &addrError{group, "want a multicast *net.UDPAddr or *net.IPAddr, or a group's *rdmanet.Addr"}
 }
 
 func (c *Conn) checkInterface(ifi *net.Interface) error {
@@ -140,8 +181,8 @@ func (c *Conn) checkInterface(ifi *net.Interface) error {
 
 // JoinGroup joins the multicast group on the conn's port, as
 // golang.org/x/net/ipv4's PacketConn.JoinGroup does: group is a
-// *net.UDPAddr or *net.IPAddr, or an *Addr naming a raw MGID. ifi must be
-// nil or the conn's interface. One conn can be in many groups, up to the
+// *net.UDPAddr or *net.IPAddr, or an *Addr naming a raw MGID (the types
+// WriteTo takes for a group). ifi must be nil or the conn's interface. One conn can be in many groups, up to the
 // backend's limit, past which JoinGroup fails with ErrGroupLimit naming
 // it: on the software backend net.ipv4.igmp_max_memberships full-member
 // groups per conn (default 20; send-only groups do not count); on
@@ -208,7 +249,8 @@ func (c *Conn) leave(g verbs.Group) error {
 }
 
 // GroupAddr returns the Addr of a joined group (its MGID and the multicast
-// QPN), for WriteBatch. group is as for JoinGroup.
+// QPN), for WriteBatch. group is as for JoinGroup. (AddrFromMGID makes
+// the Addr of an MGID without a conn or a join.)
 func (c *Conn) GroupAddr(group net.Addr) (Addr, error) {
 	if err := c.checkOpen(); err != nil {
 		return Addr{}, c.opError("lookup", group, err)

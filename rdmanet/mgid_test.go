@@ -61,7 +61,7 @@ func TestJoinRawMGID(t *testing.T) {
 	}
 
 	// MGID form -> IP group member, with both spellings of the address.
-	ga2 := rdmanet.GroupAddr(mgid)
+	ga2 := rdmanet.AddrFromMGID(mgid)
 	for i, to := range []*rdmanet.Addr{raw, &ga2} {
 		_, err := mg.WriteTo(fmt.Appendf(nil, "mgid%d", i), to)
 		require.NoError(t, err)

@@ -193,8 +193,10 @@ func (c *Conn) deliver(wc *verbs.WC, buf []byte, b []byte, from *Addr) (n int, t
 }
 
 // ReadFromAddr reads one datagram into b and returns its length and
-// sender, as a value: it allocates nothing. A datagram longer than b is
-// truncated, as with UDP (Stats().Truncated counts it).
+// sender, as a value: it allocates nothing. It is the counterpart of
+// net.UDPConn's ReadFromUDP (and ReadFromUDPAddrPort): a program that
+// called those calls this. A datagram longer than b is truncated, as
+// with UDP (Stats().Truncated counts it).
 func (c *Conn) ReadFromAddr(b []byte) (n int, from Addr, err error) {
 	c.rd.mu.Lock()
 	wc, buf, err := c.nextRecv(true)

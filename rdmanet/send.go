@@ -231,39 +231,38 @@ type target struct {
 // resolve maps a destination address to an AH, QPN and Q_Key; wr.mu is
 // held (it guards the AH cache).
 func (c *Conn) resolve(addr net.Addr) (target, error) {
-	switch a := addr.(type) {
-	case *net.UDPAddr:
-		if a == nil {
-			return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
-		}
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok || !ip.Unmap().IsMulticast() {
-			return target{}, &addrError{addr, "not a multicast group; send unicast to an *rdmanet.Addr"}
-		}
-		ip = ip.Unmap()
-		s := &c.wr
-		if s.lastGroup == nil || s.lastIP != ip {
-			m := c.grp.lookupIP(ip)
-			if m == nil {
-				return c.groupTarget(addr, nil)
-			}
-			s.lastIP, s.lastGroup = ip, m
-		}
-		return c.groupTarget(addr, s.lastGroup)
-	case *Addr:
-		if a == nil {
-			return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
-		}
+	if a, ok := addr.(*Addr); ok && a != nil {
 		return c.addrTarget(a)
-	case nil:
-		return target{}, &addrError{nil, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
 	}
-	return target{}, &addrError{addr, "want the group's *net.UDPAddr or an *rdmanet.Addr"}
+	if isNilAddr(addr) {
+		return target{}, errMissingAddr
+	}
+	ipb, ok := groupIP(addr)
+	if !ok {
+		return target{}, &addrError{addr, "want the group's *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
+	}
+	ip, ok := netip.AddrFromSlice(ipb)
+	if !ok || !ip.Unmap().IsMulticast() {
+		return target{}, &addrError{addr, "not a multicast group; send unicast to an *rdmanet.Addr"}
+	}
+	ip = ip.Unmap()
+	s := &c.wr
+	if s.lastGroup == nil || s.lastIP != ip {
+		m := c.grp.lookupIP(ip)
+		if m == nil {
+			return c.groupTarget(addr, nil)
+		}
+		s.lastIP, s.lastGroup = ip, m
+	}
+	return c.groupTarget(addr, s.lastGroup)
 }
 
 func (c *Conn) addrTarget(a *Addr) (target, error) {
 	if a.IsMulticast() {
 		return c.groupTarget(a, c.grp.lookupMGID(a.GID))
+	}
+	if *a == (Addr{}) {
+		return target{}, errMissingAddr // the zero Addr: a WriteBatch message with none
 	}
 	if a.GID.IsZero() || a.QPN == 0 || a.QPN > 0xFFFFFF {
 		return target{}, &addrError{a, "not a unicast UD address (need a GID and a QPN below 0xFFFFFF)"}
@@ -425,9 +424,11 @@ func (c *Conn) checkSize(n int) error {
 	return nil
 }
 
-// WriteTo sends b as one datagram to addr: the group's *net.UDPAddr (or an
-// *Addr naming a joined group's MGID) for multicast, or an *Addr for a
-// unicast UD datagram to that QP. A b longer than MTU() fails and nothing
+// WriteTo sends b as one datagram to addr: a joined group's *net.UDPAddr
+// or *net.IPAddr (the types JoinGroup takes; the port is ignored), or an
+// *Addr naming a joined group's MGID, for multicast; or a peer's *Addr
+// for a unicast UD datagram to that QP. nil, or a nil pointer, is a
+// missing address and an error, as with net.UDPConn. A b longer than MTU() fails and nothing
 // is sent. Zero-length datagrams are allowed.
 //
 // Errors are *net.OpError values, as net.UDPConn's. A datagram the kernel
@@ -469,8 +470,9 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 }
 
 // WriteBatch sends each message's Buffer to its Addr (a group's Addr from
-// GroupAddr or ReadFrom, or a peer's) with one post per batch of up to
-// 64. It returns how many were sent; on an error, the ones before it were.
+// GroupAddr or AddrFromMGID, or a peer's, as ReadBatch and ReadFrom
+// return it; the zero Addr is a missing address) with one post per batch
+// of up to 64. It returns how many were sent; on an error, the ones before it were.
 //
 // The kernel sends a batch after the post: a message it refuses is
 // counted in Stats.SendFailed and returned by the next write as an

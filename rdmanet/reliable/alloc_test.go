@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,9 +63,9 @@ func TestNoAllocsReadBatch(t *testing.T) {
 	tx := listenT(t, group, Config{ReceiverTimeout: time.Hour})
 	time.Sleep(10 * time.Millisecond)
 	const size, batch = 64, 16
-	out := make([][]byte, batch)
+	out := make([]rdmanet.Message, batch)
 	for i := range out {
-		out[i] = make([]byte, size)
+		out[i].Buffer = make([]byte, size)
 	}
 	in := batchT(batch, size)
 	step := func() {
@@ -92,9 +93,9 @@ func TestNoAllocsReadBatch(t *testing.T) {
 // receive paths' scratch (which doubles when a read fills it, up to its
 // batch size) has grown before anything is measured.
 func burst(t *testing.T, tx, r *Conn, group net.Addr, size int) {
-	batch := make([][]byte, 64)
+	batch := make([]rdmanet.Message, 64)
 	for i := range batch {
-		batch[i] = make([]byte, size)
+		batch[i].Buffer = make([]byte, size)
 	}
 	buf := make([]byte, size)
 	for range 4 {

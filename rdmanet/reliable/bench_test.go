@@ -147,9 +147,9 @@ func benchPlainBatch(b *testing.B, size int, selfRx bool) {
 func benchReliableBatch(b *testing.B, size int, readBatch, sendOnly bool) {
 	group := newGroup()
 	rx := listenT(b, group, Config{})
-	lc := testListenConfig()
-	lc.SendOnly = sendOnly
-	tx, err := Listen(b.Context(), lc, "rdma", nil, group, Config{FlowControl: FlowMin})
+	lc := ListenConfig{Conn: *testListenConfig(), Config: Config{FlowControl: FlowMin}}
+	lc.Conn.SendOnly = sendOnly
+	tx, err := lc.ListenMulticast(b.Context(), "rdma", nil, group)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,9 +186,9 @@ func benchReliableBatch(b *testing.B, size int, readBatch, sendOnly bool) {
 		}
 		errc <- nil
 	}()
-	ms := make([][]byte, batchLen)
+	ms := make([]rdmanet.Message, batchLen)
 	for i := range ms {
-		ms[i] = make([]byte, size)
+		ms[i].Buffer = make([]byte, size)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -337,10 +337,10 @@ func benchLatency(b *testing.B, reliable, sendOnly bool, loss int) {
 				return n, err
 			}
 		}
-		lc := testListenConfig()
-		lc.SendOnly = sendOnly
+		lc := ListenConfig{Conn: *testListenConfig()}
+		lc.Conn.SendOnly = sendOnly
 		var err error
-		if tconn, err = Listen(b.Context(), lc, "rdma", nil, group, Config{}); err != nil {
+		if tconn, err = lc.ListenMulticast(b.Context(), "rdma", nil, group); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { tconn.Close() })

@@ -1,7 +1,6 @@
 package reliable
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -55,33 +54,6 @@ type Conn struct {
 }
 
 var _ net.PacketConn = (*Conn)(nil)
-
-// Listen joins the group with an *rdmanet.Conn of lc (nil: the zero
-// ListenConfig) and returns a reliable conn on it, in the shape of
-// rdmanet.ListenMulticast.
-func Listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config) (*Conn, error) {
-	return listen(ctx, lc, network, ifi, group, cfg, nil)
-}
-
-func listen(ctx context.Context, lc *rdmanet.ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr, cfg Config, drop func([]byte) bool) (*Conn, error) {
-	if lc == nil {
-		lc = &rdmanet.ListenConfig{}
-	}
-	// Own multicast is filtered by the session anyway; keeping it off
-	// saves a receive per datagram sent.
-	l := *lc
-	l.DisableLoopback = true
-	c, err := l.ListenMulticast(ctx, network, ifi, group)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := newConn(c, group, cfg, drop)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return rc, nil
-}
 
 // New runs a reliable conn over c, which must have joined group. The
 // reliable conn owns c from then on: Close closes it, and nothing else may
@@ -330,15 +302,17 @@ func (c *Conn) waitRead(batch bool, b []byte) error {
 	return nil
 }
 
-// WriteTo writes b as one message to the group: addr must be the group
-// (as given to Listen or New, or its *rdmanet.Addr) or nil. Messages up to
-// MaxMessage bytes are cut into datagrams as needed.
+// WriteTo writes b as one message to the group. addr is the group in any
+// form the underlying conn's JoinGroup takes (the *net.UDPAddr given to
+// ListenMulticast or New, or the same group's *net.IPAddr or
+// *rdmanet.Addr), or nil: a reliable conn sends only to its group, so
+// nil and a nil pointer (*net.UDPAddr, *net.IPAddr, *rdmanet.Addr) name
+// it, as a nil Addr names a connected socket's peer in
+// golang.org/x/net/ipv4. Any other address fails with ErrWriteAddr.
+// Messages up to MaxMessage bytes are cut into datagrams as needed.
 func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
-	if addr != nil && addr != c.groupArg {
-		ga, err := c.conn.GroupAddr(addr)
-		if err != nil || ga != c.group {
-			return 0, c.opError("write", addr, ErrWriteAddr)
-		}
+	if !c.isGroup(addr) {
+		return 0, c.opError("write", addr, ErrWriteAddr)
 	}
 	if c.closing.Load() {
 		return 0, c.opError("write", addr, net.ErrClosed)
@@ -346,35 +320,85 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if len(b) > c.cfg.MaxMessage {
 		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)
 	}
-	one := [1][]byte{b}
+	one := [1]rdmanet.Message{{Buffer: b}}
 	if _, err := c.snd.write(one[:]); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil
 }
 
-// WriteBatch writes each of ms as one message to the group, posting as
-// many datagrams at a time as it can (up to 64, or a largest message's
-// fragments). It returns how many messages were sent; on an error, the
-// ones before it were.
-func (c *Conn) WriteBatch(ms [][]byte) (int, error) {
+// isGroup reports whether addr names the conn's group for a write.
+func (c *Conn) isGroup(addr net.Addr) bool {
+	if addr == c.groupArg || isNilAddr(addr) {
+		return true
+	}
+	ga, err := c.conn.GroupAddr(addr)
+	return err == nil && ga.GID == c.group.GID
+}
+
+// isNilAddr reports whether addr is nil or a nil pointer of an address
+// type rdmanet takes.
+func isNilAddr(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case nil:
+		return true
+	case *net.UDPAddr:
+		return a == nil
+	case *net.IPAddr:
+		return a == nil
+	case *rdmanet.Addr:
+		return a == nil
+	}
+	return false
+}
+
+// WriteBatch writes the Buffer of each of ms as one message to the group,
+// in order, as WriteTo would one at a time, posting as many datagrams at
+// a time as it can (up to 64, or a largest message's fragments). Each
+// message's Addr is the group's (GroupAddr of the underlying conn, as
+// ReadBatch returns a sender's) or the zero Addr, which names the group
+// as nil does for WriteTo; anything else fails with ErrWriteAddr. It
+// sets N of each message sent and returns how many were; on an error,
+// the ones before it were sent, as with rdmanet.Conn.WriteBatch: a
+// message longer than MaxMessage or with another Addr is the error, and
+// the ones after it are not sent.
+func (c *Conn) WriteBatch(ms []rdmanet.Message) (int, error) {
 	if c.closing.Load() {
 		return 0, c.opError("write", nil, net.ErrClosed)
 	}
-	for _, b := range ms {
-		if len(b) > c.cfg.MaxMessage {
-			return 0, c.opError("write", nil, rdmanet.ErrMessageTooLong)
+	n := len(ms)
+	var bad error
+	var badAddr net.Addr
+	for i := range ms {
+		m := &ms[i]
+		if m.Addr != (rdmanet.Addr{}) && m.Addr.GID != c.group.GID {
+			n, bad, badAddr = i, ErrWriteAddr, &m.Addr
+			break
+		}
+		if len(m.Buffer) > c.cfg.MaxMessage {
+			n, bad = i, rdmanet.ErrMessageTooLong
+			break
 		}
 	}
-	n, err := c.snd.write(ms)
-	return n, c.opError("write", nil, err)
+	k, err := c.snd.write(ms[:n])
+	for i := range ms[:k] {
+		ms[i].N = len(ms[i].Buffer)
+	}
+	if err == nil && bad != nil {
+		return k, c.opError("write", badAddr, bad)
+	}
+	return k, c.opError("write", nil, err)
 }
 
 // Close stops writes, keeps serving repairs for up to Config.Linger until
 // every live receiver reports it holds all this conn sent, then leaves the
-// group and frees everything. It is idempotent.
+// group and frees everything. As with rdmanet.Conn (and net.UDPConn),
+// only the first call closes: later ones return a *net.OpError (Op
+// "close") wrapping net.ErrClosed.
 func (c *Conn) Close() error {
+	first := false
 	c.closeOnce.Do(func() {
+		first = true
 		c.closing.Store(true)
 		c.rxGiveBack(c.now(), true) // the receive loop hears the receivers while lingering
 		c.snd.linger()
@@ -387,6 +411,9 @@ func (c *Conn) Close() error {
 		c.readTimer.Stop()
 		c.wake.close()
 	})
+	if !first {
+		return c.opError("close", nil, net.ErrClosed)
+	}
 	return c.closeErr
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,14 +67,17 @@ func TestWriteBatch(t *testing.T) {
 		}
 		errc <- nil
 	}()
-	batch := make([][]byte, 100)
+	batch := make([]rdmanet.Message, 100)
 	for i := uint64(0); i < count; i += 100 {
 		for k := range batch {
-			batch[k] = payload(make([]byte, sizes[(i+uint64(k))%4]), i+uint64(k))
+			batch[k] = rdmanet.Message{Buffer: payload(make([]byte, sizes[(i+uint64(k))%4]), i+uint64(k))}
 		}
 		n, err := tx.WriteBatch(batch)
 		require.NoError(t, err)
 		require.Equal(t, len(batch), n)
+		for k := range batch {
+			require.Equal(t, len(batch[k].Buffer), batch[k].N, "message %d of the batch: N", k)
+		}
 	}
 	require.NoError(t, <-errc)
 	require.Equal(t, uint64(count), tx.Stats().MessagesSent)

@@ -4,12 +4,17 @@
 // 64 KiB a message, or says exactly what was lost.
 //
 // A UDP or rdmanet program switches by changing its constructor:
+// ListenMulticast and ListenConfig have the shape of rdmanet's (and
+// net.ListenMulticastUDP's), with the protocol's Config beside the
+// rdmanet.ListenConfig of the conn underneath.
 //
 //	group := &net.UDPAddr{IP: net.IPv4(239, 1, 2, 3)}
-//	c, err := reliable.Listen(ctx, nil, "rdma", nil, group, reliable.Config{})
+//	c, err := reliable.ListenMulticast("rdma", nil, group) // nil: loopback
+//	// or: lc := reliable.ListenConfig{Conn: rdmanet.ListenConfig{...}, Config: reliable.Config{...}}
+//	//     c, err := lc.ListenMulticast(ctx, "rdma", ifi, group)
 //	if err != nil { ... }
 //	defer c.Close() // lingers until receivers have everything (bounded)
-//	c.WriteTo(msg, group) // up to c.MaxMessage() bytes
+//	c.WriteTo(msg, group) // up to c.MaxMessage() bytes; nil names the group too
 //	n, from, err := c.ReadFrom(buf)
 //	var loss *reliable.LossError
 //	if errors.As(err, &loss) { ... loss.Messages of from are gone; keep reading }

@@ -16,16 +16,19 @@ import (
 // A sender and a receiver on one group, on the software backend over
 // loopback: a 20 KiB message crosses as several datagrams and arrives
 // whole.
-func ExampleListen() {
+func ExampleListenConfig_ListenMulticast() {
 	group := &net.UDPAddr{IP: net.IPv4(239, 78, 250, 1)}
-	lc := &rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+	lc := reliable.ListenConfig{
+		Conn:   rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware},
+		Config: reliable.Config{}, // the defaults
+	}
 	ctx := context.Background()
-	rx, err := reliable.Listen(ctx, lc, "rdma", nil, group, reliable.Config{})
+	rx, err := lc.ListenMulticast(ctx, "rdma", nil, group) // nil interface: loopback
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rx.Close()
-	tx, err := reliable.Listen(ctx, lc, "rdma", nil, group, reliable.Config{})
+	tx, err := lc.ListenMulticast(ctx, "rdma", nil, group)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -93,9 +93,9 @@ func TestSendOnlySender(t *testing.T) {
 		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%11 == 4 })),
 		listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool { return s%17 == 9 })),
 	}
-	lc := testListenConfig()
-	lc.SendOnly = true
-	tx, err := Listen(t.Context(), lc, "rdma", nil, group, Config{FlowControl: FlowMin})
+	lc := ListenConfig{Conn: *testListenConfig(), Config: Config{FlowControl: FlowMin}}
+	lc.Conn.SendOnly = true
+	tx, err := lc.ListenMulticast(t.Context(), "rdma", nil, group)
 	require.NoError(t, err)
 	t.Cleanup(func() { tx.Close() })
 	time.Sleep(20 * time.Millisecond)

@@ -171,7 +171,7 @@ func (s *sender) flags() uint8 {
 // write cuts each message into datagrams, keeps them in the window and
 // sends them, as many datagrams a post as s.msgs holds. It returns how
 // many messages were sent.
-func (s *sender) write(ms [][]byte) (int, error) {
+func (s *sender) write(ms []rdmanet.Message) (int, error) {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,7 +203,8 @@ func (s *sender) write(ms [][]byte) (int, error) {
 		staged = 0
 		return nil
 	}
-	for _, b := range ms {
+	for i := range ms {
+		b := ms[i].Buffer
 		nfrag := max((len(b)+c.frag-1)/c.frag, 1)
 		// A batch never holds one slot twice (a window smaller than
 		// s.msgs would wrap inside it).
