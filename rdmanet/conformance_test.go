@@ -639,7 +639,6 @@ var conformanceCases = []conformanceCase{
 			(*net.UDPAddr)(nil),
 			&net.TCPAddr{IP: net.IPv4(239, 1, 1, 1), Port: 1},
 			&net.UnixAddr{Name: "/tmp/x", Net: "unixgram"},
-			&net.IPAddr{IP: net.IPv4(239, 1, 1, 1)},
 		} {
 			n, err := p.tx.WriteTo([]byte("x"), a)
 			require.Error(t, err, "WriteTo(%T %v)", a, a)
@@ -648,6 +647,48 @@ var conformanceCases = []conformanceCase{
 			require.ErrorAs(t, err, &op, "WriteTo(%T)", a)
 		}
 		getNothing(t, p.rx, 100*time.Millisecond)
+	}},
+	{"group as *net.IPAddr", func(t *testing.T, s subject) {
+		p := s.open(t)
+		ip := &net.IPAddr{IP: p.dst.(*net.UDPAddr).IP}
+		n, err := p.tx.WriteTo([]byte("ipaddr"), ip)
+		if s.rdma {
+			differ(t, s, "a multicast *net.IPAddr names the group, as JoinGroup takes it (golang.org/x/net/ipv4's JoinGroup takes both): the group's port means nothing in RDMA multicast")
+			require.NoError(t, err)
+			require.Equal(t, len("ipaddr"), n)
+			mustGet(t, p.rx, "ipaddr")
+			return
+		}
+		require.Error(t, err, "net.UDPConn.WriteTo(*net.IPAddr)")
+		require.ErrorIs(t, err, syscall.EINVAL)
+		require.Zero(t, n)
+		getNothing(t, p.rx, 100*time.Millisecond)
+	}},
+	{"SetReadBuffer and SetWriteBuffer", func(t *testing.T, s subject) {
+		type buffers interface {
+			SetReadBuffer(bytes int) error
+			SetWriteBuffer(bytes int) error
+		}
+		p := s.open(t)
+		rx, ok := p.rx.(buffers)
+		require.True(t, ok, "%T has no SetReadBuffer", p.rx)
+		tx, ok := p.tx.(buffers)
+		require.True(t, ok, "%T has no SetWriteBuffer", p.tx)
+		require.NoError(t, rx.SetReadBuffer(64<<10))
+		require.NoError(t, tx.SetWriteBuffer(64<<10))
+		send(t, p, "sized")
+		mustGet(t, p.rx, "sized")
+		errNeg := rx.SetReadBuffer(-1)
+		require.NoError(t, p.rx.Close())
+		closedErr(t, rx.SetReadBuffer(64<<10), "SetReadBuffer after Close")
+		if s.rdma {
+			differ(t, s, "a negative size is refused; net.UDPConn hands it to setsockopt, where Linux reads it as unsigned and grants net.core.rmem_max")
+			require.ErrorContains(t, errNeg, "must not be negative")
+			var op *net.OpError
+			require.ErrorAs(t, errNeg, &op)
+			return
+		}
+		require.NoError(t, errNeg)
 	}},
 	{"unicast UDP address", func(t *testing.T, s subject) {
 		p := s.open(t)

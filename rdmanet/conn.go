@@ -44,6 +44,7 @@ type Conn struct {
 	ev   eventState
 	rec  recoverState
 	ctr  counters
+	bufs bufState // SetReadBuffer, SetWriteBuffer: buffers.go
 }
 
 var _ net.PacketConn = (*Conn)(nil)
@@ -61,10 +62,10 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	}
 	if group != nil {
 		if group.IP == nil || !group.IP.IsMulticast() {
-			return nil, c.opError("listen", group, &addrError{group, "not a multicast group"})
+			return nil, c.opError("listen", group, &addrError{addr: group, why: "not a multicast group"})
 		}
 		if network == "rdma4" && group.IP.To4() == nil || network == "rdma6" && group.IP.To4() != nil {
-			return nil, c.opError("listen", group, &addrError{group, "wrong address family for network " + network})
+			return nil, c.opError("listen", group, &addrError{addr: group, why: "wrong address family for network " + network})
 		}
 	}
 	bc := verbs.BindConfig{Interface: ifi, Addr: cfg.LocalAddr, Device: cfg.Device, Port: cfg.Port, IPv6: ipv6}
@@ -108,6 +109,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	if err = c.initEvents(); err != nil {
 		return nil, c.opError("listen", group, err)
 	}
+	c.initBuffers()
 	if group != nil {
 		if err = c.join(ctx, verbs.Group{IP: group.IP}); err != nil {
 			return nil, c.opError("listen", group, err)

@@ -383,14 +383,16 @@ func TestBadAddresses(t *testing.T) {
 		addr net.Addr
 		want string
 	}{
-		{"nil", nil, "nil address"},
-		{"nil UDPAddr", (*net.UDPAddr)(nil), "nil address"},
-		{"nil Addr", (*rdmanet.Addr)(nil), "nil address"},
+		{"nil", nil, "missing address"},
+		{"nil UDPAddr", (*net.UDPAddr)(nil), "missing address"},
+		{"nil IPAddr", (*net.IPAddr)(nil), "missing address"},
+		{"nil Addr", (*rdmanet.Addr)(nil), "missing address"},
+		{"unicast IP", &net.IPAddr{IP: net.IPv4(127, 0, 0, 1)}, "not a multicast group"},
 		{"unicast UDP", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, "not a multicast group"},
 		{"TCP", &net.TCPAddr{IP: net.IPv4(239, 1, 1, 1)}, "want the group's"},
 		{"unix", &net.UnixAddr{Name: "/tmp/x", Net: "unixgram"}, "want the group's"},
 		{"unjoined group", &net.UDPAddr{IP: net.IPv4(239, 9, 9, 9)}, "not joined"},
-		{"zero Addr", &rdmanet.Addr{}, "not a unicast UD address"},
+		{"zero Addr", &rdmanet.Addr{}, "missing address"},
 		{"QPN too big", &rdmanet.Addr{GID: c.LocalAddr().(*rdmanet.Addr).GID, QPN: 1 << 24}, "not a unicast UD address"},
 	}
 	for _, tc := range cases {
@@ -418,7 +420,7 @@ func TestBadAddresses(t *testing.T) {
 	_, err = lc.ListenMulticast(t.Context(), "udp", nil, g)
 	require.Error(t, err)
 	require.ErrorContains(t, c.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1)}), "not a multicast group")
-	require.ErrorContains(t, c.JoinGroup(nil, nil), "nil address")
+	require.ErrorContains(t, c.JoinGroup(nil, nil), "missing address")
 	require.ErrorContains(t, c.JoinGroup(&net.Interface{Name: "eth0"}, newGroup()), "bound to")
 }
 

@@ -49,11 +49,14 @@ func (e *msgSizeError) Unwrap() error { return ErrMessageTooLong }
 type addrError struct {
 	addr net.Addr
 	why  string
+	err  error // what it wraps, if anything (ErrNotJoined)
 }
+
+func (e *addrError) Unwrap() error { return e.err }
 
 func (e *addrError) Error() string {
 	if e.addr == nil {
-		return "nil address: " + e.why
+		return "missing address: " + e.why
 	}
 	return fmt.Sprintf("address %s (%T): %s", e.addr, e.addr, e.why)
 }

@@ -118,7 +118,7 @@ func groupName(g verbs.Group) string {
 // net.UDPConn.WriteTo treats a nil *net.UDPAddr.
 
 // errMissingAddr is what every call says of a nil address.
-var errMissingAddr = &addrError{nil, "missing address: want a multicast *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
+var errMissingAddr = &addrError{addr: nil, why: "want a multicast *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
 
 // groupIP returns the IP of a *net.UDPAddr or *net.IPAddr argument; ok
 // is false for any other type, and for nil pointers.
@@ -161,15 +161,15 @@ func groupOf(group net.Addr) (verbs.Group, error) {
 		if ip.IsMulticast() {
 			return verbs.Group{IP: ip}, nil
 		}
-		return verbs.Group{}, &addrError{group, "not a multicast group"}
+		return verbs.Group{}, &addrError{addr: group, why: "not a multicast group"}
 	}
 	if a, ok := group.(*Addr); ok {
 		if a.IsMulticast() {
 			return verbs.Group{MGID: a.GID}, nil
 		}
-		return verbs.Group{}, &addrError{group, "not a multicast group"}
+		return verbs.Group{}, &addrError{addr: group, why: "not a multicast group"}
 	}
-	return verbs.Group{}, &addrError{group, "want a multicast *net.UDPAddr or *net.IPAddr, or a group's *rdmanet.Addr"}
+	return verbs.Group{}, &addrError{addr: group, why: "want a multicast *net.UDPAddr or *net.IPAddr, or a group's *rdmanet.Addr"}
 }
 
 func (c *Conn) checkInterface(ifi *net.Interface) error {

@@ -239,11 +239,11 @@ func (c *Conn) resolve(addr net.Addr) (target, error) {
 	}
 	ipb, ok := groupIP(addr)
 	if !ok {
-		return target{}, &addrError{addr, "want the group's *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
+		return target{}, &addrError{addr: addr, why: "want the group's *net.UDPAddr or *net.IPAddr, or an *rdmanet.Addr"}
 	}
 	ip, ok := netip.AddrFromSlice(ipb)
 	if !ok || !ip.Unmap().IsMulticast() {
-		return target{}, &addrError{addr, "not a multicast group; send unicast to an *rdmanet.Addr"}
+		return target{}, &addrError{addr: addr, why: "not a multicast group; send unicast to an *rdmanet.Addr"}
 	}
 	ip = ip.Unmap()
 	s := &c.wr
@@ -265,7 +265,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 		return target{}, errMissingAddr // the zero Addr: a WriteBatch message with none
 	}
 	if a.GID.IsZero() || a.QPN == 0 || a.QPN > 0xFFFFFF {
-		return target{}, &addrError{a, "not a unicast UD address (need a GID and a QPN below 0xFFFFFF)"}
+		return target{}, &addrError{addr: a, why: "not a unicast UD address (need a GID and a QPN below 0xFFFFFF)"}
 	}
 	s := &c.wr
 	ah, ok := s.ahs[a.GID]
@@ -295,7 +295,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 
 func (c *Conn) groupTarget(addr net.Addr, m *membership) (target, error) {
 	if m == nil {
-		return target{}, &addrError{addr, ErrNotJoined.Error()}
+		return target{}, &addrError{addr: addr, why: ErrNotJoined.Error(), err: ErrNotJoined}
 	}
 	return target{ah: m.ah, qpn: m.m.RemoteQPN, qkey: m.m.QKey}, nil
 }

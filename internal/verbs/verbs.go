@@ -281,6 +281,20 @@ type QP interface {
 	// QP on the port (or in the namespace): not this QP's. Nil where the
 	// device has none, or they cannot be read.
 	DeviceCounts() map[string]uint64
+
+	// SetSocketBuffer sets the kernel socket buffers of a QP made of
+	// sockets, as net.UDPConn's SetReadBuffer and SetWriteBuffer do:
+	// recv, SO_RCVBUF of every socket the QP receives on; otherwise
+	// SO_SNDBUF of the one it sends from. It returns the size granted, as
+	// SocketBuffer does. A QP with no sockets (rdma-core's, whose
+	// buffering is its posted work requests) returns ErrNotSupported.
+	SetSocketBuffer(recv bool, bytes int) (granted int, err error)
+	// SocketBuffer returns the size the kernel granted the buffers
+	// SetSocketBuffer sets (the smallest of them): the request, capped at
+	// net.core.rmem_max or wmem_max, and at least the kernel's minimum;
+	// half what getsockopt reports, which counts the kernel's doubling
+	// for its bookkeeping. 0 for a QP with no sockets.
+	SocketBuffer(recv bool) int
 }
 
 // PollThenPost is QP.PollPostSend in two calls, q's send CQ's Poll and

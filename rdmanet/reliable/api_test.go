@@ -138,3 +138,28 @@ func TestListenErrors(t *testing.T) {
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "listen", op.Op)
 }
+
+// SetReadBuffer and SetWriteBuffer pass to the underlying conn (on the
+// software backend its socket buffers; on rdma-core its fixed rings, where
+// a size they hold succeeds); a negative size and a closed conn fail.
+func TestSetReadWriteBuffer(t *testing.T) {
+	c := listenT(t, newGroup(), Config{Linger: -1})
+	r := c.ReadBuffer()
+	require.Positive(t, r)
+	require.Equal(t, c.Conn().ReadBuffer(), r)
+	if c.Conn().Backend().Name == rdmanet.BackendSoftware {
+		require.NoError(t, c.SetReadBuffer(64<<10))
+		require.Equal(t, 64<<10, c.ReadBuffer())
+		require.NoError(t, c.SetWriteBuffer(96<<10))
+		require.Equal(t, 96<<10, c.WriteBuffer())
+	} else {
+		require.NoError(t, c.SetReadBuffer(r))
+		require.NoError(t, c.SetWriteBuffer(c.WriteBuffer()))
+	}
+	var op *net.OpError
+	require.ErrorAs(t, c.SetReadBuffer(-1), &op)
+	require.ErrorAs(t, c.SetWriteBuffer(-1), &op)
+	require.NoError(t, c.Close())
+	closedErr(t, c.SetReadBuffer(64<<10), "SetReadBuffer after Close")
+	closedErr(t, c.SetWriteBuffer(64<<10), "SetWriteBuffer after Close")
+}

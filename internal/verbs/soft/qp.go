@@ -1022,3 +1022,45 @@ func (q *QP) resealAlone(first, last int) {
 		}
 	}
 }
+
+// bufferFds are the sockets whose SO_RCVBUF (recv) or SO_SNDBUF a
+// socket buffer call sets: both receive; the unicast socket sends.
+func (q *QP) bufferFds(recv bool) (opt int, fds [2]int) {
+	if recv {
+		return unix.SO_RCVBUF, [2]int{q.mcFd, q.uniFd}
+	}
+	return unix.SO_SNDBUF, [2]int{q.uniFd, -1}
+}
+
+// SetSocketBuffer sets SO_RCVBUF of both sockets (recv) or SO_SNDBUF of
+// the unicast one to bytes, as net.UDPConn's SetReadBuffer and
+// SetWriteBuffer do. The sockets stay the QP's for its life (Reset keeps
+// them), so the size holds until it is set again.
+func (q *QP) SetSocketBuffer(recv bool, bytes int) (int, error) {
+	opt, fds := q.bufferFds(recv)
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, bytes); err != nil {
+			return q.SocketBuffer(recv), os.NewSyscallError("setsockopt", err)
+		}
+	}
+	return q.SocketBuffer(recv), nil
+}
+
+// SocketBuffer returns half the smallest SO_RCVBUF (recv) or SO_SNDBUF
+// getsockopt reports for the sockets SetSocketBuffer sets.
+func (q *QP) SocketBuffer(recv bool) int {
+	opt, fds := q.bufferFds(recv)
+	least := 0
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		if n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt); err == nil && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	return least / 2
+}
