@@ -59,8 +59,9 @@ func TestMain(m *testing.M) {
 
 // rcvbufLine reports SO_RCVBUF as getsockopt gives it (twice what was
 // granted: the kernel doubles the request for its overhead) for a UDP
-// receiver and for a software-backend receiver's sockets, beside what
-// each asked and net.core.rmem_max, which caps it.
+// receiver and for a software-backend receiver (twice its ReadBuffer,
+// the smallest of its sockets' grants), beside what each asked and
+// net.core.rmem_max, which caps it.
 func rcvbufLine() string {
 	rmem := "?"
 	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
@@ -83,7 +84,9 @@ func rcvbufLine() string {
 	lc := benchConfig()
 	if c, err := lc.ListenMulticast(context.Background(), "rdma", nil, nextGroup()); err == nil {
 		if lc.Backend == rdmanet.BackendSoftware {
-			rdma = strings.Join(roceRcvBufs(), ",")
+			// ReadBuffer is the grant; getsockopt, as for udp=, reports
+			// twice it.
+			rdma = strconv.Itoa(2 * c.ReadBuffer())
 		} else {
 			rdma = "rdma-core(ring)"
 		}
@@ -103,36 +106,6 @@ func sockRcvBuf(c *net.UDPConn) (int, error) {
 		return 0, err
 	}
 	return n, serr
-}
-
-// roceRcvBufs is SO_RCVBUF of each of this process's IPv4 sockets bound
-// to UDP 4791: the software backend's.
-func roceRcvBufs() []string {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return []string{"?"}
-	}
-	var out []string
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || !strings.HasPrefix(l, "socket:") {
-			continue
-		}
-		sa, err := syscall.Getsockname(fd)
-		if a, ok := sa.(*syscall.SockaddrInet4); err != nil || !ok || a.Port != 4791 {
-			continue
-		}
-		if n, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
-			out = append(out, strconv.Itoa(n))
-		}
-	}
-	if out == nil {
-		return []string{"?"}
-	}
-	return out
 }
 
 type size struct {

@@ -146,11 +146,12 @@ func (c *Conn) teardown() {
 // As with net.UDPConn, only the first call closes: later ones return a
 // *net.OpError (Op "close") wrapping net.ErrClosed. On a closed conn every
 // I/O, deadline and group call (ReadFrom, ReadFromAddr, ReadBatch,
-// ReadLend, WriteTo, WriteBatch, Set*Deadline, JoinGroup, LeaveGroup,
-// GroupAddr, SetMulticastLoopback) returns a *net.OpError wrapping
-// net.ErrClosed; Groups returns none; Stats returns the counters as they
-// stood at Close; LocalAddr, MTU, MulticastLoopback and Backend keep
-// answering with the conn's last values, as net.UDPConn's LocalAddr does.
+// ReadLend, WriteTo, WriteBatch, Set*Deadline, SetReadBuffer,
+// SetWriteBuffer, JoinGroup, LeaveGroup, GroupAddr, SetMulticastLoopback)
+// returns a *net.OpError wrapping net.ErrClosed; Groups returns none;
+// Stats returns the counters as they stood at Close; LocalAddr, MTU,
+// MulticastLoopback, ReadBuffer, WriteBuffer and Backend keep answering
+// with the conn's last values, as net.UDPConn's LocalAddr does.
 // A Datagram still lent is reclaimed: its Release does nothing.
 func (c *Conn) Close() error {
 	c.closeMu.Lock()

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -86,38 +83,10 @@ func (pn *perfNet) open(group *net.UDPAddr, sendOnly bool) (perfEP, error) {
 		}
 	}
 	if !sendOnly && pn.rcvbuf == 0 && c.Backend().Name == rdmanet.BackendSoftware {
-		pn.rcvbuf = roceRcvBuf()
+		pn.rcvbuf = 2 * c.ReadBuffer() // the grant; getsockopt (RcvBuf's unit) reports twice it
 	}
 	n := max(pn.cfg.batch, 1)
 	return &rdmaPerfEP{c: c, group: group, ga: ga, ms: make([]rdmanet.Message, n)}, nil
-}
-
-// roceRcvBuf is the smallest SO_RCVBUF (getsockopt) of this process's
-// IPv4 sockets bound to UDP 4791, which are the software backend's; 0 if
-// there are none.
-func roceRcvBuf() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0
-	}
-	least := 0
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || !strings.HasPrefix(l, "socket:") {
-			continue
-		}
-		sa, err := unix.Getsockname(fd)
-		if a, ok := sa.(*unix.SockaddrInet4); err != nil || !ok || a.Port != 4791 {
-			continue
-		}
-		if n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil && (least == 0 || n < least) {
-			least = n
-		}
-	}
-	return least
 }
 
 type rdmaPerfEP struct {
