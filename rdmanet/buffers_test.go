@@ -33,6 +33,7 @@ func TestSetReadWriteBuffer(t *testing.T) {
 	var op *net.OpError
 	if c.Backend().Name == rdmanet.BackendRDMACore {
 		r, w := c.ReadBuffer(), c.WriteBuffer()
+		t.Logf("rdma-core MTU %d: ReadBuffer %d, WriteBuffer %d", c.MTU(), r, w)
 		require.Positive(t, r)
 		require.Positive(t, w)
 		require.NoError(t, c.SetReadBuffer(r), "a size the receive ring holds")

@@ -73,6 +73,11 @@ func TestWriteToAddrRules(t *testing.T) {
 		require.Equal(t, uint64(i), readOne(t, r, len(b)), "message written to %T %v", a, a)
 	}
 	require.Equal(t, uint64(len(good)), tx.Stats().MessagesSent, "messages sent: the refused writes sent nothing")
+	require.NoError(t, tx.Close())
+	for _, a := range append(good, bad...) {
+		_, err := tx.WriteTo([]byte("x"), a)
+		closedErr(t, err, "WriteTo after Close")
+	}
 }
 
 // WriteBatch takes []rdmanet.Message as rdmanet.Conn's does: each Addr

@@ -311,11 +311,11 @@ func (c *Conn) waitRead(batch bool, b []byte) error {
 // golang.org/x/net/ipv4. Any other address fails with ErrWriteAddr.
 // Messages up to MaxMessage bytes are cut into datagrams as needed.
 func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if c.closing.Load() { // first: the group lookup fails once closed
+		return 0, c.opError("write", addr, net.ErrClosed)
+	}
 	if !c.isGroup(addr) {
 		return 0, c.opError("write", addr, ErrWriteAddr)
-	}
-	if c.closing.Load() {
-		return 0, c.opError("write", addr, net.ErrClosed)
 	}
 	if len(b) > c.cfg.MaxMessage {
 		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)

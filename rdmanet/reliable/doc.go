@@ -47,7 +47,7 @@
 // much later.
 //
 // A publisher that does not read the group listens send-only
-// (rdmanet.ListenConfig{SendOnly: true}): it still hears NAKs and status,
+// (ListenConfig{Conn: rdmanet.ListenConfig{SendOnly: true}}): it still hears NAKs and status,
 // which come by unicast. A member conn also reads the group; on the
 // software backend the kernel loops its own multicast back to it, and a
 // socket filter (the rdmanet conn's DisableLoopback, which this package
