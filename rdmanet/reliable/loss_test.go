@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The loss matrix: 1 sender, 4 receivers, every message exactly once and
@@ -76,15 +78,28 @@ func runMatrix(t testing.TB, n, count, size int, cfg Config) matrixStats {
 	ts := tx.Stats()
 	m.sent, m.repairs, m.suppressed = ts.DatagramsSent, ts.RepairsMulticast+ts.RepairsUnicast, ts.RepairsSuppressed
 	m.naksRecv, m.heartbeats = ts.NAKsReceived, ts.Heartbeats
-	for _, r := range rx {
+	// The counts the protocol makes exact, or bounds, whatever the loss.
+	nfrag := max((size+tx.frag-1)/tx.frag, 1)
+	require.Equal(t, uint64(count), ts.MessagesSent, "sender: messages sent")
+	require.Equal(t, uint64(count*nfrag), ts.DatagramsSent, "sender: data datagrams sent the first time (%d messages of %d)", count, nfrag)
+	for i, r := range rx {
 		rs := r.Stats()
 		m.naks += rs.NAKsSent
 		m.dups += rs.Duplicates
 		m.overruns += rs.Overruns
 		m.recovered = max(m.recovered, rs.Recovered)
-		if rs.MessagesReceived != uint64(count) || rs.LossesReported != 0 {
-			t.Fatalf("receiver stats: %+v", rs)
+		require.Equal(t, uint64(count), rs.MessagesReceived, "receiver %d: messages; stats %+v", i, rs)
+		require.Zero(t, rs.LossesReported, "receiver %d: loss reports; stats %+v", i, rs)
+		require.Zero(t, rs.MessagesLost, "receiver %d: messages lost; stats %+v", i, rs)
+		// Every repair reaches a receiver at most once, and only a
+		// repair can be a second copy or fill a gap.
+		require.LessOrEqual(t, rs.Recovered+rs.Duplicates, m.repairs,
+			"receiver %d: recovered %d + duplicates %d, from %d repairs", i, rs.Recovered, rs.Duplicates, m.repairs)
+		if cfg.FlowControl == FlowMin && ts.ReceiversTimedOut == 0 {
+			// The sender never writes past the room a receiver reported.
+			require.Zero(t, rs.Overruns, "receiver %d: overruns under FlowMin; stats %+v", i, rs)
 		}
 	}
+	require.LessOrEqual(t, m.naksRecv, m.naks, "NAKs received by the sender, of those sent")
 	return m
 }
