@@ -1,7 +1,7 @@
 # Test entry points. `make help` lists them.
 GO ?= go
 
-.PHONY: help test test-netns test-rxe test-rxe2 bench-rxe bench-rxe2
+.PHONY: help test test-netns test-rxe test-rxe2 bench-rxe bench-rxe2 mutate
 
 help:
 	@echo 'make test        go test ./...: unit tests; device tests skip without RDMANET_TEST_DEVICE'
@@ -10,6 +10,7 @@ help:
 	@echo 'make test-rxe2   the two-host suite: two VMs, rxe on a virtio-net link between them'
 	@echo 'make bench-rxe   rdmanet beside perftest in one VM (rxe0 to itself), RXEVM_BENCH_ROUNDS rounds (default 3)'
 	@echo 'make bench-rxe2  rdmanet beside perftest across the two hosts, RXEVM_BENCH_ROUNDS rounds (default 3)'
+	@echo 'make mutate      mutation testing (root; not in CI): MUTATE_FLAGS="-n 20", MUTATE_PKGS; see docs/testing.md'
 
 test:
 	$(GO) test ./...
@@ -42,3 +43,11 @@ bench-rxe:
 bench-rxe2:
 	RXEVM_HOSTS=2 RXEVM_BENCH=1 RXEVM_BENCH_ROUNDS=$${RXEVM_BENCH_ROUNDS:-3} RXEVM_TEST_RUN='^$$' RXEVM_SMP=$${RXEVM_SMP:-2} \
 	  RXEVM_TEST_TIMEOUT=$${RXEVM_TEST_TIMEOUT:-1500} RXEVM_TIMEOUT=$${RXEVM_TIMEOUT:-1800} test/rxevm/run.sh
+
+# Mutation testing: small mutants of each package's source, each run alone
+# against the package's tests in a private namespace with
+# RDMANET_TEST_NFT=1 (internal/tools/mutate). Not in CI: every mutant of a
+# package takes hours; MUTATE_FLAGS="-n 20" samples 20 a package.
+MUTATE_PKGS ?= ./rdmanet ./rdmanet/reliable ./internal/verbs/soft ./internal/poller
+mutate:
+	$(GO) run ./internal/tools/mutate $(MUTATE_FLAGS) $(MUTATE_PKGS)

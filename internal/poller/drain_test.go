@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestSleepAfterArmSkipsDrain: a wait that arms the CQ and finds nothing
@@ -12,9 +13,15 @@ import (
 // EAGAIN), so each wake-up costs one drain, not two; and no wake-up is
 // lost by it.
 func TestSleepAfterArmSkipsDrain(t *testing.T) {
+	for _, mk := range makers {
+		t.Run(mk.name, func(t *testing.T) { testSleepAfterArmSkipsDrain(t, mk.make) })
+	}
+}
+
+func testSleepAfterArmSkipsDrain(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
 	t.Setenv(eagerDrainEnv, "")
 	q := newFakeCQ(t)
-	w := newWaiter(t, q, 0)
+	w := mk(t, q)
 	const rounds = 20
 	for i := 1; i <= rounds; i++ {
 		done := make(chan error, 1)
@@ -38,9 +45,33 @@ func TestSleepAfterArmSkipsDrain(t *testing.T) {
 // TestEagerDrainKeepsOldPattern: RDMANET_POLLER_DRAIN=eager drains before
 // each sleep as before (the benchmark's baseline row relies on it).
 func TestEagerDrainKeepsOldPattern(t *testing.T) {
+	for _, mk := range makers {
+		t.Run(mk.name, func(t *testing.T) { testEagerDrainKeepsOldPattern(t, mk.make) })
+	}
+}
+
+// makers make a Waiter on a fakeCQ both ways: New (a dup of the fd) and
+// Adopt (the fd itself, here a dup the test makes); each reads
+// eagerDrainEnv.
+var makers = []struct {
+	name string
+	make func(testing.TB, *fakeCQ) *Waiter
+}{
+	{"New", func(t testing.TB, q *fakeCQ) *Waiter { return newWaiter(t, q, 0) }},
+	{"Adopt", func(t testing.TB, q *fakeCQ) *Waiter {
+		fd, err := unix.Dup(q.efd)
+		require.NoError(t, err)
+		w, err := Adopt(fd, "fakecq-adopted", q, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		return w
+	}},
+}
+
+func testEagerDrainKeepsOldPattern(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
 	t.Setenv(eagerDrainEnv, "eager")
 	q := newFakeCQ(t)
-	w := newWaiter(t, q, 0)
+	w := mk(t, q)
 	done := make(chan error, 1)
 	go func() { _, err := w.Wait(); done <- err }()
 	require.Eventually(t, func() bool { return q.drains.Load() >= 1 }, 5*time.Second, time.Millisecond,

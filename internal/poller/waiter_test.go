@@ -532,6 +532,15 @@ func TestNarrowFdChosenPerWait(t *testing.T) {
 	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
 	require.NoError(t, w.SetDeadline(time.Time{}))
 
+	// And a wide sleep of a Waiter with a narrow fd, at the deadline.
+	p.sleepNarrow.Store(false)
+	require.NoError(t, w.SetDeadline(time.Now().Add(150*time.Millisecond)))
+	r = resultWithin(t, waitAsync(w), "wide Wait (narrow fd set) with a 150 ms deadline")
+	require.ErrorIs(t, r.err, os.ErrDeadlineExceeded)
+	require.GreaterOrEqual(t, r.at, 100*time.Millisecond)
+	require.NoError(t, w.SetDeadline(time.Time{}))
+	p.sleepNarrow.Store(true)
+
 	// Close ends a narrow sleep.
 	res = waitAsync(w)
 	time.Sleep(20 * time.Millisecond)

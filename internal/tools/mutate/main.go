@@ -1,0 +1,438 @@
+// Command mutate measures how many small, plausible bugs a package's
+// tests catch: it makes mutants of the package's source (one change
+// each), runs the package's tests against each mutant alone, and reports
+// per package how many were caught (killed) and which survived.
+//
+// The mutations are the kind real bugs take:
+//
+//	cmp      a comparison moved across its boundary or negated:
+//	         < <=, <= <, > >=, >= >, == !=, != ==
+//	lit      an integer literal off by one (n+1, n-1)
+//	counter  a counter call dropped: a statement x.Add(...), x.Inc(),
+//	         atomic.AddUint64(...) (or another atomic.Add*)
+//	errret   an `if err != nil { return ... }` block dropped (made
+//	         `_ = err`, so that err stays used)
+//
+// Each mutant is applied alone to a copy of the module (made once, in a
+// temporary directory; the source tree is never touched), and the
+// package's tests run there with a per-mutant timeout, by default in a
+// private network namespace with only lo up (unshare -n, as root) and
+// RDMANET_TEST_NFT=1, as CI runs them. A mutant that does not compile is
+// counted apart and left out of the efficacy; one whose tests fail, or
+// time out, is killed.
+//
+// Usage:
+//
+//	go run ./internal/tools/mutate [flags] ./pkg ...
+//	  -n 20          mutants per package, sampled at random (0: all)
+//	  -seed 1        the sample's seed
+//	  -timeout 3m    per mutant
+//	  -run REGEXP    passed to go test -run
+//	  -short         passed to go test
+//	  -kinds cmp,lit,counter,errret
+//	  -netns=true    run the tests inside unshare -n
+//	  -list          list the mutants, run nothing
+//
+// `make mutate` runs it over rdmanet, rdmanet/reliable,
+// internal/verbs/soft and internal/poller. It is not part of CI: a
+// whole package takes hours.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// mutant is one change to one file: the bytes [off, end) replaced by repl.
+type mutant struct {
+	file     string // relative to the module root
+	line     int
+	kind     string
+	off, end int
+	orig     string
+	repl     string
+}
+
+func (m mutant) String() string {
+	o := strings.Join(strings.Fields(m.orig), " ")
+	if len(o) > 60 {
+		o = o[:57] + "..."
+	}
+	r := m.repl
+	if r == "" {
+		r = "(removed)"
+	}
+	return fmt.Sprintf("%s:%d: %s %q -> %s", m.file, m.line, m.kind, o, r)
+}
+
+type outcome int
+
+const (
+	killed outcome = iota
+	survived
+	noBuild
+)
+
+func main() {
+	n := flag.Int("n", 20, "mutants per package, sampled at random (0: all)")
+	seed := flag.Uint64("seed", 1, "the sample's seed")
+	timeout := flag.Duration("timeout", 3*time.Minute, "per mutant")
+	run := flag.String("run", "", "go test -run")
+	short := flag.Bool("short", false, "go test -short")
+	kinds := flag.String("kinds", "cmp,lit,counter,errret", "mutation kinds")
+	netns := flag.Bool("netns", true, "run the tests inside unshare -n with lo up")
+	list := flag.Bool("list", false, "list the mutants, run nothing")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: mutate [flags] ./pkg ...")
+		os.Exit(2)
+	}
+	root, err := moduleRoot()
+	check(err)
+	want := map[string]bool{}
+	for _, k := range strings.Split(*kinds, ",") {
+		want[strings.TrimSpace(k)] = true
+	}
+
+	var work string
+	if !*list {
+		work, err = os.MkdirTemp("", "mutate-")
+		check(err)
+		defer os.RemoveAll(work)
+		check(copyModule(root, work))
+	}
+
+	type summary struct {
+		pkg                       string
+		killed, survived, noBuild int
+		survivors                 []mutant
+	}
+	var sums []summary
+	for _, pkg := range flag.Args() {
+		dir := filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(pkg, "./")))
+		ms, err := mutants(root, dir, want)
+		check(err)
+		total := len(ms)
+		if *n > 0 && len(ms) > *n {
+			r := rand.New(rand.NewPCG(*seed, uint64(len(pkg))))
+			r.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+			ms = ms[:*n]
+			sort.Slice(ms, func(i, j int) bool {
+				if ms[i].file != ms[j].file {
+					return ms[i].file < ms[j].file
+				}
+				return ms[i].off < ms[j].off
+			})
+		}
+		fmt.Printf("== %s: %d mutants, %d to run\n", pkg, total, len(ms))
+		s := summary{pkg: pkg}
+		for i, m := range ms {
+			if *list {
+				fmt.Println(m)
+				continue
+			}
+			start := time.Now()
+			o, detail := runMutant(work, pkg, m, *timeout, *run, *short, *netns)
+			took := time.Since(start).Round(100 * time.Millisecond)
+			switch o {
+			case killed:
+				s.killed++
+				fmt.Printf("[%d/%d] KILLED   %v (%v%s)\n", i+1, len(ms), m, took, detail)
+			case survived:
+				s.survived++
+				s.survivors = append(s.survivors, m)
+				fmt.Printf("[%d/%d] SURVIVED %v (%v)\n", i+1, len(ms), m, took)
+			case noBuild:
+				s.noBuild++
+				fmt.Printf("[%d/%d] NOBUILD  %v\n", i+1, len(ms), m)
+			}
+		}
+		sums = append(sums, s)
+	}
+	if *list {
+		return
+	}
+	fmt.Println("\n== efficacy (killed / (killed + survived); mutants that did not build left out)")
+	for _, s := range sums {
+		eff := "n/a"
+		if k := s.killed + s.survived; k > 0 {
+			eff = fmt.Sprintf("%.0f%%", 100*float64(s.killed)/float64(k))
+		}
+		fmt.Printf("%-24s killed %3d  survived %3d  not built %3d  efficacy %s\n", s.pkg, s.killed, s.survived, s.noBuild, eff)
+		for _, m := range s.survivors {
+			fmt.Printf("    survivor: %v\n", m)
+		}
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(1)
+	}
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside a Go module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// copyModule copies the module's files (not .git) from root to dst.
+func copyModule(root, dst string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if d.Name() == ".git" || (rel != "." && strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci") {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
+	})
+}
+
+// mutants lists the mutants of the non-test Go files of dir that the
+// build (this GOOS/GOARCH, cgo as configured) compiles.
+func mutants(root, dir string, want map[string]bool) ([]mutant, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ms []mutant
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if ok, err := build.Default.MatchFile(dir, name); err != nil || !ok {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(root, path)
+		fms, err := fileMutants(filepath.ToSlash(rel), src, want)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, fms...)
+	}
+	return ms, nil
+}
+
+var flips = map[token.Token]token.Token{
+	token.LSS: token.LEQ, token.LEQ: token.LSS,
+	token.GTR: token.GEQ, token.GEQ: token.GTR,
+	token.EQL: token.NEQ, token.NEQ: token.EQL,
+}
+
+// fileMutants finds the mutation sites of one file.
+func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	for _, im := range f.Imports {
+		if im.Path.Value == `"C"` {
+			return nil, nil // cgo: left alone
+		}
+	}
+	tf := fset.File(f.Pos())
+	off := func(p token.Pos) int { return tf.Offset(p) }
+	var ms []mutant
+	add := func(kind string, from, to token.Pos, repl string) {
+		o, e := off(from), off(to)
+		ms = append(ms, mutant{file: rel, line: tf.Line(from), kind: kind, off: o, end: e, orig: string(src[o:e]), repl: repl})
+	}
+	// Literals that size types or index constant tables are not
+	// expressions a bug changes by one; skip array lengths.
+	skip := map[ast.Node]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if at, ok := n.(*ast.ArrayType); ok && at.Len != nil {
+			skip[at.Len] = true
+		}
+		return true
+	})
+	ast.Inspect(f, func(n ast.Node) bool {
+		if skip[n] {
+			return false
+		}
+		switch x := n.(type) {
+		case *ast.GenDecl:
+			if x.Tok == token.IMPORT {
+				return false
+			}
+		case *ast.BinaryExpr:
+			if to, ok := flips[x.Op]; ok && want["cmp"] {
+				p := x.OpPos
+				add("cmp", p, p+token.Pos(len(x.Op.String())), to.String())
+			}
+		case *ast.BasicLit:
+			if x.Kind == token.INT && want["lit"] {
+				v, err := strconv.ParseUint(strings.ReplaceAll(x.Value, "_", ""), 0, 64)
+				if err == nil {
+					add("lit", x.Pos(), x.End(), strconv.FormatUint(v+1, 10))
+					if v > 0 {
+						add("lit", x.Pos(), x.End(), strconv.FormatUint(v-1, 10))
+					}
+				}
+			}
+		case *ast.BlockStmt:
+			for _, st := range x.List {
+				switch s := st.(type) {
+				case *ast.ExprStmt:
+					if want["counter"] && isCounterCall(s.X) {
+						add("counter", s.Pos(), s.End(), "")
+					}
+				case *ast.IfStmt:
+					if want["errret"] && isErrReturn(s) {
+						// err stays used, so the mutant builds.
+						add("errret", s.Pos(), s.End(), "_ = err")
+					}
+				}
+			}
+		}
+		return true
+	})
+	return ms, nil
+}
+
+// isCounterCall: x.Add(...), x.Inc(), or atomic.Add*(...).
+func isCounterCall(e ast.Expr) bool {
+	call, ok := e.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	if id, ok := sel.X.(*ast.Ident); ok && id.Name == "atomic" {
+		return strings.HasPrefix(sel.Sel.Name, "Add")
+	}
+	return sel.Sel.Name == "Add" && len(call.Args) == 1 || sel.Sel.Name == "Inc" && len(call.Args) == 0
+}
+
+// isErrReturn: `if err != nil { return ... }` with no init and no else.
+func isErrReturn(s *ast.IfStmt) bool {
+	if s.Init != nil || s.Else != nil || len(s.Body.List) != 1 {
+		return false
+	}
+	if _, ok := s.Body.List[0].(*ast.ReturnStmt); !ok {
+		return false
+	}
+	be, ok := s.Cond.(*ast.BinaryExpr)
+	if !ok || be.Op != token.NEQ {
+		return false
+	}
+	x, ok1 := be.X.(*ast.Ident)
+	y, ok2 := be.Y.(*ast.Ident)
+	return ok1 && ok2 && x.Name == "err" && y.Name == "nil"
+}
+
+// runMutant applies m to the copy in work, runs pkg's tests there and
+// puts the file back.
+func runMutant(work, pkg string, m mutant, timeout time.Duration, run string, short, netns bool) (outcome, string) {
+	path := filepath.Join(work, filepath.FromSlash(m.file))
+	orig, err := os.ReadFile(path)
+	check(err)
+	mut := append(append(append([]byte{}, orig[:m.off]...), m.repl...), orig[m.end:]...)
+	check(os.WriteFile(path, mut, 0o644))
+	defer func() { check(os.WriteFile(path, orig, 0o644)) }()
+
+	// Compile first: a mutant that does not build says nothing of the tests.
+	vet := exec.Command("go", "test", "-count=1", "-run", "^$", pkg)
+	vet.Dir = work
+	if out, err := vet.CombinedOutput(); err != nil {
+		if bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")) {
+			return noBuild, ""
+		}
+	}
+
+	args := []string{"test", "-count=1", "-failfast", "-timeout", timeout.String()}
+	if run != "" {
+		args = append(args, "-run", run)
+	}
+	if short {
+		args = append(args, "-short")
+	}
+	args = append(args, pkg)
+	var cmd *exec.Cmd
+	// The outer bound: go test's own -timeout panics the binary a little
+	// after timeout; this kills what is left.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	if netns {
+		script := `ip link set lo up && exec go "$@"`
+		cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "go"}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, "go", args...)
+	}
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return survived, ""
+	}
+	if ctx.Err() != nil {
+		return killed, ", timed out"
+	}
+	return killed, ", " + firstFailure(out)
+}
+
+// firstFailure names the first failing test in go test's output.
+func firstFailure(out []byte) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "--- FAIL:") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "--- FAIL:"))
+		}
+		if strings.HasPrefix(l, "panic: test timed out") {
+			return "test timed out"
+		}
+	}
+	return "failed"
+}
