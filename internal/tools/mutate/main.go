@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command mutate measures how many small, plausible bugs a package's
 // tests catch: it makes mutants of the package's source (one change
 // each), runs the package's tests against each mutant alone, and reports
