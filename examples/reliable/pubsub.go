@@ -32,8 +32,11 @@ type options struct {
 // send-only: it does not read the group, and NAKs and status reach it by
 // unicast.
 func listen(ctx context.Context, opt options, sendOnly bool, cfg reliable.Config) (*reliable.Conn, error) {
-	lc := &rdmanet.ListenConfig{Backend: opt.Backend, LocalAddr: opt.Bind, SendOnly: sendOnly}
-	return reliable.Listen(ctx, lc, "rdma", opt.Iface, opt.Group, cfg)
+	lc := reliable.ListenConfig{
+		Conn:   rdmanet.ListenConfig{Backend: opt.Backend, LocalAddr: opt.Bind, SendOnly: sendOnly},
+		Config: cfg,
+	}
+	return lc.ListenMulticast(ctx, "rdma", opt.Iface, opt.Group)
 }
 
 // describe says where a conn runs, for the first line of output.
