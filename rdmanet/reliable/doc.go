@@ -59,16 +59,26 @@
 // A receiver finds a gap when a datagram arrives past one it lacks, or
 // when the sender's heartbeat (sent after HeartbeatInterval idle, doubling
 // to HeartbeatMax) announces more than it has: tail loss. It waits a
-// random time up to one smoothed round trip (RFC 5401's back-off; 5 µs to
-// 10 ms, starting at InitialRTT) and then sends the sender a NAK by
-// unicast UD for each missing run (at most 8 a round). The sender resends
-// those datagrams from its window of Window datagrams, to the group by
-// default (UnicastRepair: to the receiver that asked).
+// random back-off and then sends the sender a NAK by unicast UD for each
+// missing run (at most 8 a round). The sender resends those datagrams
+// from its window of Window datagrams, to the group by default
+// (UnicastRepair: to the receiver that asked).
 //
-// NAK suppression works at both ends. A multicast repair one receiver
-// asked for reaches every receiver that missed the same datagrams, and
-// their NAK timers, finding nothing missing when they fire, send nothing
-// (Stats.NAKsSent counts what was sent). NAKs sent before the repair
+// Receivers do not hear each other's NAKs, so the sender's multicast
+// repair is what suppresses them (as PGM's NAK confirmation): it reaches
+// every receiver that missed the same datagrams and ends their rounds,
+// NAKed or not (Stats.NAKsSent counts what was sent). For that the first
+// NAK of a loss must go out about a round trip before the rest, whatever
+// the group's size: the back-off is a truncated exponential (RFC 5401
+// section 5; Nonnenmacher and Biersack 1999), a delay t on [0, T] with
+// density e^(λt/T), λ = ln N + 1, T = 4 · ln N · the smoothed round trip
+// (at most 100 ms; NAKDelay, when set, is T). N is the group size the
+// sender advertises in every data datagram and heartbeat: it counts the
+// receivers whose status it hears and sends ceil(log2 N) in 4 bits. A
+// lone receiver (N = 1) NAKs at once. A round covers the gaps known when
+// it started; when they are filled, gaps seen meanwhile start the next
+// round, its back-off counted from the repair that ended the last one
+// (which every receiver hears at about the same time). NAKs sent before the repair
 // could arrive still reach the sender, and so do retries sent by a
 // receiver whose round-trip estimate is shorter than the path's (one not
 // yet measured, or a sender behind its receive queue): none of them is
@@ -103,10 +113,15 @@
 // Authentication) nothing tells a receiver's NAK from a forged one.
 //
 // A NAK not answered is sent again after the larger of twice the round
-// trip and the round trip plus four mean deviations (RFC 6298), plus the
-// back-off, doubling each time, up to 10 ms. The round trip is measured
-// from the first NAK of a round to the repair of the first datagram it
-// asked for (Stats.RTT).
+// trip and the round trip plus four mean deviations (RFC 6298), plus a
+// fresh back-off draw, doubling each time, up to 10 ms. The round trip is
+// measured from the first NAK of a round to the repair of the first
+// datagram it asked for (Stats.RTT); until a receiver has measured one,
+// it takes the shortest time a round took to fill without its own NAK
+// (someone else's back-off plus round trip), or InitialRTT when longer:
+// a receiver started below the path's round trip would otherwise NAK
+// early at every loss. Stats.RepairDelay and RepairDelayMax say how long
+// rounds took, from the first gap seen to the last filled.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
@@ -174,7 +189,9 @@
 // Every datagram starts with a 28-byte header, big-endian:
 //
 //	byte  0     version (high nibble, 1) | kind (low nibble)
-//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin
+//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin;
+//	            bits 4-7 (data, heartbeat): the sender's group size,
+//	            ceil(log2 receivers), 0 for one or none (zero otherwise)
 //	bytes 2-3   fragment index (data; 0 otherwise)
 //	bytes 4-5   fragment count (data, >= 1; 0 otherwise)
 //	bytes 6-7   data, heartbeat: the sender's transmission number (one

@@ -44,14 +44,12 @@ type peer struct {
 	queued, fin        bool
 	flowMin            bool
 	tx                 uint16 // the latest transmission number heard from the sender
+	gsize              uint8  // the group-size code the sender advertised last (feedback.go)
 
-	heard    int64
-	nakDue   int64  // when to NAK the gaps; 0: none pending
-	nakAt    int64  // when the first try of a NAK round was sent, for the RTT; 0: none
-	nakSeq   uint64 // the first seq it asked for
-	nakTries int
-	srtt     int64 // smoothed round trip (RFC 6298)
-	rttvar   int64 // its mean deviation; 0 until the first sample
+	heard  int64
+	nak    nakTimer // when to NAK the gaps (feedback.go)
+	srtt   int64    // smoothed round trip (RFC 6298)
+	rttvar int64    // its mean deviation; 0 until the first sample
 
 	statusPos uint64 // contig, as last reported
 	statusLim uint64 // next + RecvWindow, as last reported
@@ -86,7 +84,7 @@ type receiver struct {
 	directFrom *rdmanet.Addr
 
 	last     *peer // the peer of the last datagram: most are from the same sender
-	pending  int   // peers with nakDue != 0
+	pending  int   // peers whose NAK timer is not idle
 	ctrl     [1]rdmanet.Message
 	ctrlBuf  [headerLen + statusPayload]byte
 	lastTick int64
@@ -222,6 +220,7 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	}
 	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
+	p.gsize = h.flags >> gsizeShift
 	seq := h.seq
 	rw := uint64(len(p.seqs))
 	if seq < p.next || p.valid(seq) {
@@ -233,7 +232,7 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	}
 	if seq >= p.next+rw {
 		c.stats.overruns.Add(1)
-		r.schedule(p, now, false)
+		r.nakUpdate(p, now)
 		return
 	}
 	if r.direct != nil && h.nfrag == 1 && seq == p.next && p.contig == seq && h.msg == p.nextMsg &&
@@ -247,22 +246,13 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	if h.flags&flagRepair != 0 {
 		c.stats.recovered.Add(1)
 	}
-	if h.flags&flagRepair != 0 && p.nakAt != 0 && seq == p.nakSeq {
+	if h.flags&flagRepair != 0 {
 		// One sample per round: the time from its first try to the
 		// repair of the first datagram it asked for (retries included,
 		// so a slow path reads as slow, not as lost repairs).
-		sample := max(now-p.nakAt, int64(minRTT))
-		if p.rttvar == 0 {
-			p.srtt, p.rttvar = sample, sample/2
-		} else {
-			d := p.srtt - sample
-			if d < 0 {
-				d = -d
-			}
-			p.rttvar += (d - p.rttvar) / 4
-			p.srtt += (sample - p.srtt) / 8
+		if sample, ok := p.nak.repaired(now, seq); ok {
+			p.srtt, p.rttvar = rttSample(p.srtt, p.rttvar, sample)
 		}
-		p.nakAt = 0
 	}
 	r.settle(p, now)
 	r.statusDue(p, now)
@@ -313,6 +303,7 @@ func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
 	}
 	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
+	p.gsize = h.flags >> gsizeShift
 	if h.seq > p.high {
 		p.high = h.seq
 	}
@@ -384,11 +375,8 @@ func (r *receiver) settle(p *peer, now int64) {
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
 	}
-	if p.contig < p.high {
-		r.schedule(p, now, false)
-	} else if p.nakDue != 0 {
-		p.nakDue, p.nakTries = 0, 0
-		r.pending--
+	if p.contig < p.high || p.nak.state != nakIdle {
+		r.nakUpdate(p, now)
 	}
 }
 
@@ -426,38 +414,56 @@ const (
 	maxRTO = 10 * time.Millisecond
 )
 
-// backoff is the upper bound of the random delay before a first NAK.
-func (r *receiver) backoff(p *peer) int64 {
-	if d := r.c.cfg.NAKDelay; d > 0 {
-		return int64(d)
-	}
-	return min(max(p.srtt, int64(minRTT)), int64(maxRTO))
+// backoff is what the peer's NAK delays depend on (feedback.go).
+func (r *receiver) backoff(p *peer) backoff {
+	return backoff{g: p.gsize, srtt: p.srtt, rttvar: p.rttvar, fixed: int64(r.c.cfg.NAKDelay), rng: r.rng}
 }
 
-// schedule arms the peer's NAK timer, after a random delay (RFC 5401):
-// receivers that saw the same gap NAK at different times, and the repair
-// the first one causes reaches the others before their timers fire.
-func (r *receiver) schedule(p *peer, now int64, immediate bool) {
-	if p.nakDue != 0 {
-		return
+// nakUpdate runs the peer's NAK timer over what is missing now
+// (feedback.go): a gap starts a round after a random back-off
+// (truncated exponential, scaled by the sender's group size: the first
+// receiver's NAK brings the multicast repair that cancels the others'),
+// and a round whose gaps are all filled ends, whoever asked for the
+// repair. r.mu is held.
+func (r *receiver) nakUpdate(p *peer, now int64) {
+	c := r.c
+	b := r.backoff(p)
+	was := p.nak.state != nakIdle
+	moved := false
+	if was {
+		asked := p.nak.tries > 0
+		if took, done := p.nak.progress(now, p.contig, p.high, &b); done {
+			moved = true
+			c.stats.gapsFilled.Add(1)
+			c.stats.repairDelaySum.Add(uint64(took))
+			for m := c.stats.repairDelayMax.Load(); uint64(took) > m && !c.stats.repairDelayMax.CompareAndSwap(m, uint64(took)); m = c.stats.repairDelayMax.Load() {
+			}
+			if !asked {
+				p.srtt = rttUnasked(p.srtt, p.rttvar, took, int64(c.cfg.InitialRTT))
+			}
+		}
 	}
-	delay := int64(0)
-	if !immediate {
-		delay = r.rng.Int64N(r.backoff(p) + 1)
+	if p.contig < p.high && p.nak.gap(now, p.high, &b) {
+		moved = true
 	}
-	p.nakDue = now + delay + 1
-	r.pending++
-	r.c.kickTimers()
+	is := p.nak.state != nakIdle
+	switch {
+	case is && !was:
+		r.pending++
+	case !is && was:
+		r.pending--
+	}
+	if is && moved {
+		c.kickTimers() // a round started: its due is new
+	}
 }
 
 // sendNAKs asks the sender for each missing run (at most 8 NAKs a round)
-// and arms the retry: the larger of twice the round trip and the round
-// trip plus four deviations (RFC 6298), plus the back-off, doubling with
-// each try up to 10 ms.
+// and arms the retry (feedback.go: retryDelay).
 func (r *receiver) sendNAKs(p *peer, now int64) {
 	end := min(p.high, p.next+uint64(len(p.seqs)))
 	runs := 0
-	first := uint64(0)
+	first, last := uint64(0), uint64(0)
 	for seq := p.contig; seq < end && runs < 8; {
 		if p.valid(seq) {
 			seq++
@@ -471,21 +477,14 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 		if runs == 0 {
 			first = start
 		}
+		last = seq
 		runs++
 	}
+	b := r.backoff(p)
+	p.nak.fired(now, runs > 0, first, last, &b)
 	if runs == 0 {
-		p.nakDue, p.nakTries = 0, 0
 		r.pending--
-		return
 	}
-	if p.nakTries == 0 || p.nakAt == 0 {
-		p.nakAt, p.nakSeq = now, first
-	}
-	p.nakTries++
-	rto := max(2*p.srtt, p.srtt+4*p.rttvar) + r.backoff(p)
-	rto <<= min(p.nakTries-1, 8)
-	rto = min(max(rto, int64(minRTO)), int64(maxRTO))
-	p.nakDue = now + rto
 }
 
 func (r *receiver) sendNAK(p *peer, seq, count uint64) {
@@ -640,11 +639,11 @@ func (r *receiver) tick(now int64) int64 {
 		r.lastTick = now
 	}
 	for k, p := range r.peers {
-		if p.nakDue != 0 && now >= p.nakDue {
+		if p.nak.state != nakIdle && now >= p.nak.due {
 			r.sendNAKs(p, now)
 		}
-		if p.nakDue != 0 && p.nakDue < next {
-			next = p.nakDue
+		if p.nak.state != nakIdle && p.nak.due < next {
+			next = p.nak.due
 		}
 		if !sweep {
 			continue
@@ -655,7 +654,7 @@ func (r *receiver) tick(now int64) int64 {
 		gone := now-p.heard > int64(c.cfg.SenderTimeout)
 		done := p.fin && p.contig >= p.high
 		if (gone || done) && !p.queued {
-			if p.nakDue != 0 {
+			if p.nak.state != nakIdle {
 				r.pending--
 			}
 			delete(r.peers, k)

@@ -61,6 +61,7 @@ type sender struct {
 	lostBuf  [headerLen]byte
 
 	receivers map[peerKey]*receiverState
+	gsize     uint8         // gsizeCode(len(receivers)): advertised in data and heartbeats (feedback.go)
 	wakeCh    chan struct{} // status arrived, deadline changed
 	lastSweep int64
 
@@ -161,11 +162,14 @@ func (s *sender) slot(seq uint64) []byte {
 	return s.buf[i*s.c.stride : i*s.c.stride+s.c.mtu]
 }
 
+// flags are the flags of the sender's data and heartbeats: its flow
+// control, and the group size its receivers' NAK back-off scales with.
 func (s *sender) flags() uint8 {
+	f := s.gsize << gsizeShift
 	if s.c.cfg.FlowControl == FlowMin {
-		return flagFlowMin
+		f |= flagFlowMin
 	}
-	return 0
+	return f
 }
 
 // write cuts each message into datagrams, keeps them in the window and
@@ -491,6 +495,7 @@ func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos, limit 
 		}
 		r = &receiverState{}
 		s.receivers[key] = r
+		s.gsize = gsizeCode(len(s.receivers))
 	}
 	r.heard = now
 	if hasPos {
@@ -592,6 +597,7 @@ func (s *sender) tick(now int64) int64 {
 				s.wake()
 			}
 		}
+		s.gsize = gsizeCode(len(s.receivers))
 	}
 	return next
 }

@@ -53,6 +53,13 @@ type Stats struct {
 	// repair credit (Config.RepairShare) was spent: the receiver asks
 	// again later.
 	RepairsRateLimited uint64
+	// GapsFilled counts this receiver's NAK rounds that ended with every
+	// gap they covered filled (by a repair, whoever asked for it, or by a
+	// loss report); RepairDelay is the mean and RepairDelayMax the
+	// longest time from such a round's first gap being seen to that.
+	GapsFilled     uint64
+	RepairDelay    time.Duration
+	RepairDelayMax time.Duration
 }
 
 type counters struct {
@@ -68,6 +75,7 @@ type counters struct {
 	repairsDeferred, windowWaits                  atomic.Uint64
 	direct                                        atomic.Uint64 // messages delivered by deliverDirect (tests)
 	repairBytes, rateLimited                      atomic.Uint64
+	gapsFilled, repairDelaySum, repairDelayMax    atomic.Uint64 // ns
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -92,5 +100,10 @@ func (c *Conn) Stats() Stats {
 	}
 	st.RTT = c.rcv.maxRTT()
 	st.RepairBytes, st.RepairsRateLimited = s.repairBytes.Load(), s.rateLimited.Load()
+	st.GapsFilled = s.gapsFilled.Load()
+	if st.GapsFilled > 0 {
+		st.RepairDelay = time.Duration(s.repairDelaySum.Load() / st.GapsFilled)
+	}
+	st.RepairDelayMax = time.Duration(s.repairDelayMax.Load())
 	return st
 }

@@ -104,7 +104,11 @@ func decode(b []byte, h *header) ([]byte, error) {
 	h.session = binary.BigEndian.Uint32(b[8:])
 	h.seq = binary.BigEndian.Uint64(b[12:])
 	h.msg = binary.BigEndian.Uint64(b[20:])
-	if h.flags&^flagsKnown != 0 {
+	known := uint8(flagsKnown)
+	if h.kind == kindData || h.kind == kindHeartbeat {
+		known |= flagsGSize // the sender's group size (feedback.go)
+	}
+	if h.flags&^known != 0 {
 		return nil, errFlags
 	}
 	p := b[headerLen:]

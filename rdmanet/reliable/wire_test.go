@@ -9,7 +9,8 @@ import (
 func TestHeaderRoundTrip(t *testing.T) {
 	for _, h := range []header{
 		{kind: kindData, flags: flagRepair | flagFlowMin, frag: 2, nfrag: 3, tx: 0xfffe, session: 0xdeadbeef, seq: 1<<40 + 7, msg: 99},
-		{kind: kindHeartbeat, flags: flagFin, tx: 1, session: 1, seq: 5, msg: 6},
+		{kind: kindHeartbeat, flags: flagFin | 15<<gsizeShift, tx: 1, session: 1, seq: 5, msg: 6},
+		{kind: kindData, flags: 6 << gsizeShift, nfrag: 1, seq: 1},
 		{kind: kindNAK, tx: 0x8001, session: 2, seq: 10},
 		{kind: kindStatus, session: 3, seq: 11},
 		{kind: kindLost, session: 4, seq: 12, msg: 13},
@@ -43,7 +44,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"short", make([]byte, headerLen-1), nil, errShort},
 		{"version", good(kindData, 0), func(b []byte) { b[0] = 2<<4 | 1 }, errVersion},
 		{"kind", good(kindData, 0), func(b []byte) { b[0] = 1<<4 | 9 }, errKind},
-		{"flags", good(kindData, 0), func(b []byte) { b[1] = 0x80 }, errFlags},
+		{"flags", good(kindData, 0), func(b []byte) { b[1] = 0x08 }, errFlags},
+		{"group size on a NAK", good(kindNAK, nakPayload), func(b []byte) { b[1] = 0x10 }, errFlags},
+		{"group size on a status", good(kindStatus, statusPayload), func(b []byte) { b[1] = 0x80 }, errFlags},
 		{"status reserved", good(kindStatus, statusPayload), func(b []byte) { b[7] = 1 }, errReserved},
 		{"lost reserved", good(kindLost, 0), func(b []byte) { b[6] = 1 }, errReserved},
 		{"no fragments", good(kindData, 0), func(b []byte) { b[5] = 0 }, errFragment},
