@@ -174,9 +174,18 @@
 //
 // # Membership
 //
-// A receiver starts a sender it has not heard before at the message of the
-// first datagram it hears (FromWindowStart: at the oldest message the
-// sender still holds), and forgets a sender silent for SenderTimeout.
+// A conn heartbeats from Listen on, whatever its flow control, before
+// its first write too (idle, the interval doubles up to HeartbeatMax):
+// receivers in the group learn of it, start it at seq 0 and report their
+// status, so Receivers counts them before the first write and the loss
+// of the first datagram is a gap repaired like any other. A receiver
+// starts a sender it has not heard before at the message of the first
+// datagram it hears (FromWindowStart: at the oldest message the sender
+// still holds): one that joins after the sender's first write starts
+// where it joins (late join), and so does one whose first heartbeat
+// from the sender is overtaken by data. It forgets a sender silent for
+// SenderTimeout. Every member conn is so a sender to the others, heard
+// by its heartbeats, whether it writes or not.
 // Close stops writes, sends heartbeats marked fin (receivers answer with
 // their status at once) and keeps repairing until every live receiver
 // holds everything or Linger has passed, then closes the rdmanet conn. A

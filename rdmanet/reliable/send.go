@@ -571,13 +571,11 @@ func (s *sender) tick(now int64) int64 {
 	if s.dead {
 		return now + int64(c.cfg.HeartbeatMax)
 	}
-	// Heartbeats start with the first write; with FlowMin at once, so
-	// that receivers learn of the sender (and report their status to
-	// it) before it writes.
+	// Heartbeats start at Listen, whatever the flow control: receivers
+	// learn of the sender before it writes, start it at seq 0 (so that
+	// the loss of its first datagram is a gap they repair) and report
+	// their status to it (Receivers).
 	next := now + int64(c.cfg.HeartbeatMax)
-	if s.next == 0 && c.cfg.FlowControl != FlowMin {
-		return next
-	}
 	if now-s.lastSend >= s.hbEvery {
 		s.heartbeat(false)
 		s.lastSend = now
