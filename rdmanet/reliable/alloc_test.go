@@ -15,16 +15,23 @@ import (
 // Writing and reading a message allocates nothing at steady state, for a
 // one-datagram message and a fragmented one, the protocol goroutines
 // included (AllocsPerRun counts every goroutine's allocations).
+// With a key (Config.Key), sealing and opening the trailer allocate
+// nothing either.
 func TestNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
+	t.Run("open", func(t *testing.T) { testNoAllocs(t, nil) })
+	t.Run("keyed", func(t *testing.T) { testNoAllocs(t, testKey) })
+}
+
+func testNoAllocs(t *testing.T, key []byte) {
 	group := newGroup()
 	// No membership churn: a status or heartbeat late by the default
 	// timeouts on a loaded emulated host makes the peer new again, and
 	// recording a new peer allocates (once per peer, not per message).
-	r := listenT(t, group, Config{SenderTimeout: time.Hour})
-	tx := listenT(t, group, Config{ReceiverTimeout: time.Hour})
+	r := listenT(t, group, Config{SenderTimeout: time.Hour, Key: key})
+	tx := listenT(t, group, Config{ReceiverTimeout: time.Hour, Key: key})
 	time.Sleep(10 * time.Millisecond)
 	for _, size := range []int{64, 16 << 10} {
 		msg := make([]byte, size)

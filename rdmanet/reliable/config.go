@@ -127,7 +127,7 @@ type Config struct {
 	RepairInterval time.Duration
 	// RepairShare bounds repair traffic to a share of what the sender
 	// sends (default 0.5): each byte of a first send earns RepairShare
-	// bytes of repair credit, up to a burst of 128 KiB, which also
+	// bytes of repair credit, up to a burst of 256 KiB, which also
 	// refills over a second (so an idle sender still repairs its last
 	// datagrams); a repair the credit does not cover is not sent now
 	// (Stats.RepairsRateLimited) and its receiver asks again later. The
@@ -135,15 +135,35 @@ type Config struct {
 	// repair for each datagram any of them lost: 47% of the datagrams).
 	// Negative: no bound.
 	RepairShare float64
+
+	// Key, when set, authenticates the group (16 to 64 bytes, shared by
+	// every member; see the package docs, Authentication): every
+	// datagram carries a counter and an HMAC-SHA-256 tag under the key
+	// (24 bytes, so a datagram carries MTU()-52 bytes of a message), and
+	// datagrams without a valid tag, or replayed, are dropped and
+	// counted (Stats.Unauthenticated, Stats.Replayed). Conns with
+	// different keys, or one with a key and one without, do not hear
+	// each other.
+	Key []byte
 }
 
 // guardDefaults sets and checks the repair bounds and the key.
 func (c *Config) guardDefaults() error {
 	switch {
 	case c.RepairInterval < 0:
-		return fmt.Errorf("reliable: RepairInterval %v < 0", c.RepairInterval)
+		return fmt.Errorf("reliable: Config.RepairInterval %v is negative (0 takes the default, 250µs)", c.RepairInterval)
+	case c.RepairInterval > time.Second:
+		return fmt.Errorf("reliable: Config.RepairInterval %v is over the limit 1s", c.RepairInterval)
 	case math.IsNaN(c.RepairShare) || math.IsInf(c.RepairShare, 0):
-		return fmt.Errorf("reliable: RepairShare %v is not a finite number", c.RepairShare)
+		return fmt.Errorf("reliable: Config.RepairShare %v is not a finite number (0 takes the default, 0.5; negative: no bound)", c.RepairShare)
+	case c.RepairShare > 100:
+		return fmt.Errorf("reliable: Config.RepairShare %v is over the limit 100", c.RepairShare)
+	}
+	if err := checkKey(c.Key); err != nil {
+		return err
+	}
+	if len(c.Key) > 0 {
+		c.Key = append([]byte(nil), c.Key...) // the caller's may change
 	}
 	if c.RepairInterval == 0 {
 		c.RepairInterval = 250 * time.Microsecond

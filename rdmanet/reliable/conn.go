@@ -51,6 +51,7 @@ type Conn struct {
 	wg         sync.WaitGroup
 	dropHook   func(b []byte) bool // tests: drop a received datagram when true
 	epochStart time.Time
+	auth       *authState // Config.Key: auth.go; nil without a key
 }
 
 var _ net.PacketConn = (*Conn)(nil)
@@ -73,10 +74,10 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 		return nil, err
 	}
 	mtu := c.MTU()
-	if err := cfg.setDefaults(mtu); err != nil {
+	if err := cfg.guardDefaults(); err != nil {
 		return nil, err
 	}
-	if err := cfg.guardDefaults(); err != nil {
+	if err := cfg.setDefaults(mtu - cfg.trailer()); err != nil {
 		return nil, err
 	}
 	var sb [4]byte
@@ -92,7 +93,7 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 		session:    binary.BigEndian.Uint32(sb[:]),
 		mtu:        mtu,
 		stride:     slotStride(mtu),
-		frag:       mtu - headerLen,
+		frag:       mtu - headerLen - cfg.trailer(),
 		closed:     make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 		epochStart: time.Now(),
@@ -103,6 +104,7 @@ func newConn(c *rdmanet.Conn, group net.Addr, cfg Config, drop func([]byte) bool
 	}
 	rc.snd.init(rc)
 	rc.rcv.init(rc)
+	rc.initAuth()
 	rc.rx.init(rc)
 	rc.readTimer = time.AfterFunc(time.Hour, rc.rcv.wake)
 	rc.readTimer.Stop()
@@ -424,7 +426,13 @@ const recvBatch = 32
 // handle takes one datagram read from the underlying conn; now is the
 // clock read once for its batch.
 func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header, now int64) {
-	if c.dropHook != nil && c.dropHook(b) {
+	if c.auth != nil {
+		var ok bool
+		if b, ok = c.open(b, from, now); !ok {
+			return
+		}
+	}
+	if c.dropHook != nil && c.dropHook(b) { // keyed: it sees the datagram as opened
 		return
 	}
 	p, err := decode(b, h)

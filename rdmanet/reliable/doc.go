@@ -101,7 +101,7 @@
 // What a NAK can make a sender send is bounded, whatever it asks or
 // echoes: the sender resends a datagram at most once per RepairInterval,
 // and repairs spend a credit that first sends earn (RepairShare of their
-// bytes, 0.5 by default, up to a burst of 128 KiB that also refills over
+// bytes, 0.5 by default, up to a burst of 256 KiB that also refills over
 // a second); a repair the credit does not cover is not sent
 // (Stats.RepairsRateLimited), and its receiver asks again later. A NAK is
 // 40 bytes and may ask for a whole window: measured with 1000 spoofed NAKs
@@ -193,14 +193,59 @@
 // arrived) cannot be waited for: with none known, Close lingers four
 // status intervals (at least 5 ms) for one to speak up.
 //
+// # Authentication
+//
+// Without a key, a group is open: anyone who can send UDP to port 4791 on
+// the fabric, member or not, can forge any datagram from any QP (RoCE's
+// ICRC is a CRC, not a signature). Repairs are bounded whatever NAKs ask
+// (see Repair), but nothing else can be: a forged status (position 0,
+// no room) stalls a FlowMin sender for as long as it is refreshed within
+// ReceiverTimeout, forged data from a sender's address replaces its
+// messages or reports a million of them lost, a forged "lost" gives up
+// every gap a receiver finds, and forged senders fill MaxSenders
+// (TestHostile measures each).
+//
+// Config.Key (16 to 64 bytes, the same at every member) authenticates the
+// group. Every datagram of every kind a keyed conn sends carries flag 0x8
+// and a 24-byte trailer: its transmit counter (8 bytes, one more for each
+// datagram the conn sends, to the group or to one receiver; a repair is
+// stamped anew) and an HMAC-SHA-256 tag truncated to 16 bytes over the
+// header, the payload, the counter and the sending QP's number. A keyed
+// conn checks the tag of each datagram before it looks at anything in
+// it, and keeps an anti-replay window (as IPsec's, 1984 counters) per
+// sending QP and session: a datagram with a wrong or missing tag
+// (Stats.Unauthenticated), or whose counter it has seen or that is older
+// than the window (Stats.Replayed), is dropped. Such a datagram is never
+// delivered or answered and moves no state: no peer is created, no
+// timer armed, no window moved. A message gets MTU()-52 bytes a datagram
+// instead of MTU()-28. An open conn drops a keyed datagram as malformed
+// (it does not know flag 0x8); conns with different keys do not hear each
+// other.
+//
+// What a key does not do: it hides nothing (who is on the group, and the
+// payload, travel in the clear: it authenticates, it does not encrypt);
+// every key holder can still misbehave in every way an open group allows
+// (forged status, NAK streams within the repair bound, data under its own
+// sessions), since the key is the group's, not a member's; keys are
+// distributed and changed by the user (a conn's key is fixed at Listen);
+// the tag covers the sender's QP number, not its GID, so a datagram
+// forwarded by someone who sees it first, from another address with the
+// same QP number, is taken as coming from there; and a receiver
+// remembers a (QP, session) for twice the larger of SenderTimeout and
+// ReceiverTimeout after it last heard it (at most 4×MaxSenders+64 of
+// them): a recording of a session it has forgotten replays as a new
+// sender.
+//
 // # Wire format
 //
 // Every datagram starts with a 28-byte header, big-endian:
 //
 //	byte  0     version (high nibble, 1) | kind (low nibble)
-//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin;
-//	            bits 4-7 (data, heartbeat): the sender's group size,
-//	            ceil(log2 receivers), 0 for one or none (zero otherwise)
+//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin,
+//	            0x8 keyed (the 24-byte trailer of Authentication follows
+//	            the payload); bits 4-7 (data, heartbeat): the sender's
+//	            group size, ceil(log2 receivers), 0 for one or none (zero
+//	            otherwise)
 //	bytes 2-3   fragment index (data; 0 otherwise)
 //	bytes 4-5   fragment count (data, >= 1; 0 otherwise)
 //	bytes 6-7   data, heartbeat: the sender's transmission number (one

@@ -474,7 +474,7 @@ func TestHostile(t *testing.T) {
 		t.Skip("software backend only: the attacker forges RoCEv2 packets from 127/8 addresses on lo")
 	}
 	var cases []hostileCase
-	for _, keyed := range []bool{false} {
+	for _, keyed := range []bool{false, true} {
 		for _, a := range []string{"none",
 			"naks burst random", "naks burst 0", "naks burst tracked",
 			"naks paced random", "naks paced 0", "naks paced tracked",
@@ -560,6 +560,9 @@ func runHostile(t *testing.T, hc hostileCase) {
 	)
 	group := newGroup()
 	cfg := Config{FlowControl: FlowMin}
+	if hc.keyed {
+		cfg.Key = testKey
+	}
 	attack := strings.Fields(hc.attack)[0]
 	var drop func([]byte) bool
 	if attack != "naks" && attack != "none" {
@@ -582,9 +585,11 @@ func runHostile(t *testing.T, hc hostileCase) {
 	}
 	var writes, timeouts atomic.Uint64
 	var writeErr error
+	writerDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer close(writerDone)
 		b := make([]byte, size)
 		start := time.Now()
 		for i := uint64(0); !stopWrites.Load(); {
@@ -640,6 +645,10 @@ func runHostile(t *testing.T, hc hostileCase) {
 		return s
 	}
 	before := snap()
+	peersBefore := make([]int, len(rx))
+	for i, r := range rx {
+		peersBefore[i] = peers(r.c)
+	}
 	fmt.Fprintln(proc.stdin, "go")
 	var res attackResult
 	if err := json.Unmarshal([]byte(proc.expect(ctx, t, "attacker", "result")), &res); err != nil || res.Err != "" {
@@ -647,7 +656,7 @@ func runHostile(t *testing.T, hc hostileCase) {
 	}
 	// The attack's datagrams may still be queued at the sender: wait
 	// (bounded) until it has read as many as were sent to it.
-	if attack == "naks" {
+	if attack == "naks" && !hc.keyed {
 		waitUntil := time.Now().Add(5 * time.Second)
 		for heard(tx.Stats(), before.tx) < res.Sent && time.Now().Before(waitUntil) {
 			time.Sleep(time.Millisecond)
@@ -661,6 +670,7 @@ func runHostile(t *testing.T, hc hostileCase) {
 		time.Sleep(time.Millisecond)
 	}
 	stopWrites.Store(true)
+	<-writerDone
 	// Let the receivers read what was written (bounded: an attack may
 	// have left a receiver unable to).
 	total := writes.Load()
@@ -696,6 +706,9 @@ func runHostile(t *testing.T, hc hostileCase) {
 	}
 	t.Log(line.String())
 
+	if hc.keyed {
+		checkKeyedHostile(t, hc, rx, total, peersBefore, before, after, timeouts.Load(), res)
+	}
 	if attack == "naks" && !hc.keyed {
 		// Whatever the NAKs echo, repairs cost no more than their credit:
 		// the burst the sender held, what its first sends earned, and
@@ -709,10 +722,50 @@ func runHostile(t *testing.T, hc hostileCase) {
 	}
 }
 
+// checkKeyedHostile checks that an attack on a keyed group had no effect
+// on the real stream: every receiver read every message written, in place
+// and intact, with no loss reported and no other sender's message; no
+// receiver tracks a sender it did not before; the sender answered no
+// NAK, sent no repair (no real loss with the naks attack) and no write
+// timed out; and the attack's datagrams were seen and dropped unread.
+func checkKeyedHostile(t *testing.T, hc hostileCase, rx []*hostileReader, total uint64, peersBefore []int, before, after hostileSnap, timeouts uint64, res attackResult) {
+	t.Helper()
+	for i, r := range rx {
+		if got := r.delivered.Load(); got != total || r.misplaced.Load() != 0 || r.realLosses.Load() != 0 || r.otherLoss.Load() != 0 || r.others.Load() != 0 {
+			t.Errorf("receiver %d: delivered %d in place, want %d; %d misplaced, %d loss reports naming the sender, %d naming others, %d messages of others, want 0",
+				i, got, total, r.misplaced.Load(), r.realLosses.Load(), r.otherLoss.Load(), r.others.Load())
+		}
+		if got := peers(r.c); got != peersBefore[i] {
+			t.Errorf("receiver %d tracks %d senders, want %d as before the attack", i, got, peersBefore[i])
+		}
+	}
+	if timeouts != 0 {
+		t.Errorf("%d writes timed out, want 0", timeouts)
+	}
+	if strings.HasPrefix(hc.attack, "naks") {
+		if n := after.tx.NAKsReceived - before.tx.NAKsReceived; n != 0 {
+			t.Errorf("the sender took %d NAKs, want 0", n)
+		}
+		if n := after.tx.RepairsMulticast + after.tx.RepairsUnicast - before.tx.RepairsMulticast - before.tx.RepairsUnicast; n != 0 {
+			t.Errorf("the sender sent %d repairs, want 0", n)
+		}
+	}
+	if hc.attack != "none" {
+		dropped := after.tx.Unauthenticated - before.tx.Unauthenticated
+		for i := range rx {
+			dropped += after.rx[i].Unauthenticated - before.rx[i].Unauthenticated
+		}
+		if dropped == 0 {
+			t.Errorf("no datagram dropped as unauthenticated: the attack (%d datagrams sent) was not seen", res.Sent)
+		}
+	}
+}
+
 // heard is how many datagrams meant for the sender it took since before
 // (NAKs or status, answered or dropped).
 func heard(now, before Stats) uint64 {
-	return now.NAKsReceived - before.NAKsReceived + now.Foreign - before.Foreign + now.Malformed - before.Malformed
+	return now.NAKsReceived - before.NAKsReceived + now.Foreign - before.Foreign + now.Malformed - before.Malformed +
+		now.Unauthenticated - before.Unauthenticated
 }
 
 // peers is how many senders c tracks.

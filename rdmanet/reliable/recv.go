@@ -86,7 +86,8 @@ type receiver struct {
 	last     *peer // the peer of the last datagram: most are from the same sender
 	pending  int   // peers whose NAK timer is not idle
 	ctrl     [1]rdmanet.Message
-	ctrlBuf  [headerLen + statusPayload]byte
+	ctrlBuf  [headerLen + statusPayload + trailerLen]byte
+	seal     sealer // Config.Key: the trailer of NAKs and status (auth.go)
 	lastTick int64
 	rng      *rand.Rand
 }
@@ -492,7 +493,7 @@ func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 	h := header{kind: kindNAK, session: c.session, seq: seq, tx: p.tx}
 	putHeader(r.ctrlBuf[:], &h)
 	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count), uint32(min(p.srtt, int64(maxRTO))))
-	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+nakPayload], Addr: p.key.addr}
+	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:c.seal(&r.seal, r.ctrlBuf[:], headerLen+nakPayload)], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.naksSent.Add(1)
 	}
@@ -528,7 +529,7 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 	h := header{kind: kindStatus, session: c.session, seq: p.contig}
 	putHeader(r.ctrlBuf[:], &h)
 	putStatus(r.ctrlBuf[headerLen:], p.key.session, p.next+uint64(len(p.seqs)))
-	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:headerLen+statusPayload], Addr: p.key.addr}
+	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:c.seal(&r.seal, r.ctrlBuf[:], headerLen+statusPayload)], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.statusSent.Add(1)
 	}

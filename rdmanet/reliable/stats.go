@@ -60,6 +60,13 @@ type Stats struct {
 	GapsFilled     uint64
 	RepairDelay    time.Duration
 	RepairDelayMax time.Duration
+
+	// Unauthenticated counts datagrams dropped by a keyed conn (Config.Key)
+	// because their tag was wrong or missing; Replayed, those whose
+	// transmit counter it had seen from that QP and session, or too old
+	// to tell. Nothing else looked at them.
+	Unauthenticated uint64
+	Replayed        uint64
 }
 
 type counters struct {
@@ -76,6 +83,7 @@ type counters struct {
 	direct                                        atomic.Uint64 // messages delivered by deliverDirect (tests)
 	repairBytes, rateLimited                      atomic.Uint64
 	gapsFilled, repairDelaySum, repairDelayMax    atomic.Uint64 // ns
+	unauthenticated, replayed                     atomic.Uint64
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -105,5 +113,6 @@ func (c *Conn) Stats() Stats {
 		st.RepairDelay = time.Duration(s.repairDelaySum.Load() / st.GapsFilled)
 	}
 	st.RepairDelayMax = time.Duration(s.repairDelayMax.Load())
+	st.Unauthenticated, st.Replayed = s.unauthenticated.Load(), s.replayed.Load()
 	return st
 }

@@ -1,0 +1,165 @@
+package reliable
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var testKey = []byte("rdmanet reliable test group key!") // 32 bytes
+
+// The anti-replay window accepts each counter once, in any order within
+// the window, and refuses counters older than the window.
+func TestReplayWindow(t *testing.T) {
+	var w replayWindow
+	steps := []struct {
+		ctr  uint64
+		want bool
+	}{
+		{0, false}, {1, true}, {1, false}, {3, true}, {2, true}, {2, false}, {3, false},
+		{100, true}, {64, true}, {65, true}, {64, false},
+		{100 + replayWindowLen, true}, {100, false}, // 100 seen, at the window's edge
+		{101, true}, {99, false}, // 99: too old to tell
+		{1 << 40, true}, {1<<40 - replayWindowLen, true}, {1<<40 - replayWindowLen - 1, false},
+		{1<<40 - 1, true}, {1<<40 - 1, false}, {1<<40 + 64*replayWords + 5, true}, {1 << 40, false},
+	}
+	for i, s := range steps {
+		require.Equal(t, s.want, w.accept(s.ctr), "step %d: accept(%d)", i, s.ctr)
+	}
+	// Every counter of a long run in reverse order inside the window.
+	var v replayWindow
+	for c := uint64(replayWindowLen + 1); c >= 1; c-- {
+		require.True(t, v.accept(c), "accept(%d) in reverse", c)
+	}
+	for c := uint64(1); c <= replayWindowLen+1; c++ {
+		require.False(t, v.accept(c), "accept(%d) again", c)
+	}
+}
+
+// Config.Key, RepairInterval and RepairShare are checked, naming the field.
+func TestGuardConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Key: make([]byte, 15)}, "reliable: Config.Key is 15 bytes, want 16 to 64 (or none)"},
+		{Config{Key: make([]byte, 65)}, "reliable: Config.Key is 65 bytes, want 16 to 64 (or none)"},
+		{Config{Key: make([]byte, 16)}, ""},
+		{Config{Key: make([]byte, 64)}, ""},
+		{Config{RepairInterval: -1}, "reliable: Config.RepairInterval -1ns is negative"},
+		{Config{RepairInterval: 2 * time.Second}, "reliable: Config.RepairInterval 2s is over the limit 1s"},
+		{Config{RepairShare: math.NaN()}, "reliable: Config.RepairShare NaN is not a finite number"},
+		{Config{RepairShare: 101}, "reliable: Config.RepairShare 101 is over the limit 100"},
+		{Config{RepairShare: -1}, ""},
+	} {
+		err := tc.cfg.guardDefaults()
+		if tc.want == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorContains(t, err, tc.want)
+	}
+	c := Config{}
+	require.NoError(t, c.guardDefaults())
+	require.Equal(t, 250*time.Microsecond, c.RepairInterval)
+	require.Equal(t, 0.5, c.RepairShare)
+	// New refuses a bad key before it allocates anything.
+	_, err := Listen(context.Background(), testListenConfig(), "rdma", nil, newGroup(), Config{Key: []byte("short")})
+	require.ErrorContains(t, err, "Config.Key is 5 bytes")
+}
+
+// A keyed group delivers as an open one (fragmented messages, repairs of
+// lost datagrams), with MTU()-52 bytes of a message a datagram; a conn
+// without the key, or with another, hears none of it and moves no state:
+// no sender tracked, nothing delivered, no NAK or status sent.
+func TestKeyed(t *testing.T) {
+	group := newGroup()
+	cfg := Config{Key: testKey, FlowControl: FlowMin}
+	rx := listenDrop(t, group, cfg, dropFirst(func(s uint64) bool { return s%17 == 3 }))
+	open := listenT(t, group, Config{})
+	other := listenT(t, group, Config{Key: []byte("another group's key, 32 bytes..")})
+	tx := listenT(t, group, cfg)
+	require.Equal(t, tx.conn.MTU()-headerLen-trailerLen, tx.frag)
+	waitReceivers(t, tx, 1)
+	const count = 500
+	sendAll(t, tx, group, []*Conn{rx}, count, 3*tx.frag/2, 10*time.Second)
+	rs, ts := rx.Stats(), tx.Stats()
+	t.Logf("receiver: %+v", rs)
+	require.Equal(t, uint64(count), rs.MessagesReceived)
+	require.NotZero(t, rs.Recovered, "repairs of the dropped datagrams")
+	require.Zero(t, rs.Unauthenticated+rs.Replayed+rs.Malformed)
+	t.Logf("sender: %+v", ts)
+	require.Zero(t, ts.Unauthenticated+ts.Replayed+ts.Malformed)
+	for name, c := range map[string]*Conn{"unkeyed": open, "other key": other} {
+		st := c.Stats()
+		t.Logf("%s: %+v", name, st)
+		require.Zero(t, st.MessagesReceived, name)
+		require.Zero(t, st.NAKsSent+st.StatusSent, name)
+		require.Zero(t, peers(c), name)
+		if c == other {
+			require.NotZero(t, st.Unauthenticated, name)
+		} else {
+			require.NotZero(t, st.Malformed, name) // flagKeyed is no flag it knows
+		}
+	}
+	require.Equal(t, 1, tx.Receivers(), "the sender knows only the keyed receiver")
+}
+
+// A keyed datagram sent again from its sender's address and QP (a
+// recording replayed) is dropped as replayed and delivered once; sent
+// from another QP it fails the tag.
+func TestKeyedReplay(t *testing.T) {
+	if testDevice != "" {
+		t.Skip("software backend only: the replay is forged from a 127/8 address on lo")
+	}
+	group := newGroup()
+	cfg := Config{Key: testKey}
+	rx := listenT(t, group, cfg)
+	tx := listenT(t, group, cfg)
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	tap, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	defer tap.Close()
+	time.Sleep(20 * time.Millisecond)
+	_, err = tx.WriteTo(payload(make([]byte, 64), 0), group)
+	require.NoError(t, err)
+	buf := make([]byte, tap.MTU())
+	var rec []byte
+	for rec == nil {
+		tap.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _, err := tap.ReadFromAddr(buf)
+		require.NoError(t, err)
+		if buf[0]&0x0f == byte(kindData) {
+			rec = append([]byte(nil), buf[:n]...)
+		}
+	}
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err = rx.ReadFrom(buf)
+	require.NoError(t, err)
+
+	sp, err := newSpoofer()
+	require.NoError(t, err)
+	defer sp.close()
+	ip, _ := tx.local.GID.IP()
+	a := &attacker{groupIP: [4]byte(group.IP.To4())}
+	for range 3 {
+		require.NoError(t, a.forge(sp, [4]byte(ip.To4()), tx.local.QPN, rec))
+	}
+	require.NoError(t, a.forge(sp, [4]byte(ip.To4()), tx.local.QPN^1, rec))
+	deadline := time.Now().Add(5 * time.Second)
+	for st := rx.Stats(); st.Replayed < 3 || st.Unauthenticated < 1; st = rx.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("replayed %d, unauthenticated %d after 5 s, want 3 and 1; stats %+v", st.Replayed, st.Unauthenticated, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := rx.Stats()
+	require.Equal(t, uint64(3), st.Replayed)
+	require.Equal(t, uint64(1), st.Unauthenticated)
+	require.Equal(t, uint64(1), st.MessagesReceived)
+	require.Zero(t, st.Duplicates, "a replay never reaches the receive window")
+}
