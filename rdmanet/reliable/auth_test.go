@@ -90,9 +90,20 @@ func TestKeyed(t *testing.T) {
 	t.Logf("receiver: %+v", rs)
 	require.Equal(t, uint64(count), rs.MessagesReceived)
 	require.NotZero(t, rs.Recovered, "repairs of the dropped datagrams")
-	require.Zero(t, rs.Unauthenticated+rs.Replayed+rs.Malformed)
 	t.Logf("sender: %+v", ts)
-	require.Zero(t, ts.Unauthenticated+ts.Replayed+ts.Malformed)
+	// What the keyed conns dropped came from the other two (their
+	// heartbeats, NAKs and status): they are closed first, so that
+	// nothing more comes.
+	var fromOthers uint64
+	for _, c := range []*Conn{open, other} {
+		c.Close()
+		st := c.Stats()
+		fromOthers += st.Heartbeats + st.NAKsSent + st.StatusSent
+	}
+	rs, ts = rx.Stats(), tx.Stats()
+	require.Zero(t, rs.Replayed+rs.Malformed+ts.Replayed+ts.Malformed)
+	require.LessOrEqual(t, rs.Unauthenticated, fromOthers, "dropped as unauthenticated by the receiver")
+	require.LessOrEqual(t, ts.Unauthenticated, fromOthers, "dropped as unauthenticated by the sender")
 	for name, c := range map[string]*Conn{"unkeyed": open, "other key": other} {
 		st := c.Stats()
 		t.Logf("%s: %+v", name, st)
