@@ -157,7 +157,9 @@ func TestReadFromDirect(t *testing.T) {
 	t.Logf("%d messages: %d direct into the reader's buffer, %d recovered by repair, truncated %d", count, direct, st.Recovered, st.Truncated)
 	require.Equal(t, uint64(count), st.MessagesReceived)
 	require.Equal(t, uint64(1), st.Truncated)
-	require.Greater(t, direct, uint64(count/4), "the direct path was hardly taken")
+	// How many go direct depends on the scheduling (a loaded machine
+	// reads more from the window); that both paths run does not.
+	require.NotZero(t, direct, "the direct path was never taken")
 	require.Less(t, direct, uint64(count), "every message direct: the window path was not exercised")
 	require.NotZero(t, st.Recovered)
 }

@@ -183,6 +183,12 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 	if s.dead {
 		return 0, net.ErrClosed
 	}
+	// A write past its deadline stages nothing: a message given a
+	// sequence number is in the window and reaches the receivers by
+	// repair, so it must not be reported as not written.
+	if dl := c.writeDL.Load(); dl != 0 && time.Now().UnixNano() >= dl {
+		return 0, os.ErrDeadlineExceeded
+	}
 	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
 	staged := 0     // messages staged
 	// With FlowMin, how far the slowest receiver lets this write go:
