@@ -163,11 +163,15 @@ func simulate(m simModel, seed uint64) simResult {
 				if r.timer.state == nakIdle || r.timer.due != e.arg {
 					continue
 				}
+				if r.timer.lateDraw(now, bo(r)) || r.timer.hold(now, uint16(r.heard)) {
+					q.push(simEvent{at: r.timer.due, kind: simFire, r: e.r, arg: r.timer.due})
+					continue
+				}
 				res.naks++
 				if !lose() {
 					q.push(simEvent{at: now + r.oneWay, kind: simNAK, r: e.r, arg: r.heard})
 				}
-				r.timer.fired(now, true, 0, 1, bo(r))
+				r.timer.fired(now, true, 0, uint16(r.heard), bo(r))
 				q.push(simEvent{at: r.timer.due, kind: simFire, r: e.r, arg: r.timer.due})
 			case simNAK:
 				if epoch > 0 && (e.arg < epoch || now-repairAt < int64(simLinger)) {

@@ -2,6 +2,9 @@ package reliable
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +63,146 @@ func TestFirstDatagramLost(t *testing.T) {
 			})
 		}
 	}
+}
+
+const envScaleFull = "RDMANET_TEST_SCALE_FULL" // 1: TestFeedbackScale sends 20,000 messages a cell
+
+// scaleRow is one cell of TestFeedbackScale.
+type scaleRow struct {
+	n, size, count  int
+	lost            uint64 // data datagrams lost: the most one receiver recovered
+	naks, repairs   uint64
+	delay, delayMax time.Duration // gap seen to filled: mean over every receiver's rounds, longest
+	took            time.Duration
+}
+
+func (r scaleRow) perLost(x uint64) float64 { return float64(x) / float64(max(r.lost, 1)) }
+
+// runScale sends count messages of size from a FlowMin sender to n
+// receivers, checks that each reads every one exactly once and in order
+// with no loss reported, and returns the feedback figures.
+func runScale(t testing.TB, n, count, size int) scaleRow {
+	group := newGroup()
+	// Every member heartbeats, so each receiver tracks the others as
+	// senders too: room for all of them.
+	cfg := Config{MaxMessage: 1024, MaxSenders: n + 8}
+	rx := make([]*Conn, n)
+	for i := range rx {
+		rx[i] = listenT(t, group, cfg)
+	}
+	txCfg := cfg
+	txCfg.FlowControl = FlowMin
+	tx := listenT(t, group, txCfg)
+	waitKnown(t, tx, n)
+	start := time.Now()
+	sendAll(t, tx, group, rx, count, size, 20*time.Second)
+	row := scaleRow{n: n, size: size, count: count, took: time.Since(start)}
+	for _, r := range rx {
+		r.Close() // the counters are final
+	}
+	tx.Close()
+	st := tx.Stats()
+	row.repairs = st.RepairsMulticast + st.RepairsUnicast
+	var rounds uint64
+	var sum time.Duration
+	for i, r := range rx {
+		rs := r.Stats()
+		require.Equal(t, uint64(count), rs.MessagesReceived, "receiver %d: %+v", i, rs)
+		require.Zero(t, rs.LossesReported, "receiver %d", i)
+		row.naks += rs.NAKsSent
+		row.lost = max(row.lost, rs.Recovered)
+		rounds += rs.GapsFilled
+		sum += rs.RepairDelay * time.Duration(rs.GapsFilled)
+		row.delayMax = max(row.delayMax, rs.RepairDelayMax)
+	}
+	if rounds > 0 {
+		row.delay = sum / time.Duration(rounds)
+	}
+	return row
+}
+
+// TestFeedbackScale: one sender, 1 to 64 receivers in one process, 1%
+// loss taken by the kernel on lo (nftables in a private namespace,
+// netns_test.go), where each loss hits every receiver at once (the one
+// looped packet is dropped before delivery): every receiver reads every
+// message exactly once, and repairs per lost datagram stay at most 1.2.
+// It logs NAKs per lost datagram and the time from a gap seen to its
+// repair (Stats.RepairDelay) per group size. Before the group-size
+// back-off NAKs per loss grew with the receivers: 1.02 (1), 2.49 (4),
+// 10.5 (16), 30 (32), 93-139 (64).
+//
+// The goals NAKs per lost datagram <= 2 and repair time at 64 receivers
+// within twice that at 4 are asserted with RDMANET_TEST_SCALE_FULL=1
+// (20,000 messages a cell, 64 receivers included): in one process every
+// receiver shares the CPUs, and on a loaded 2-core machine the process
+// stalls for tens of ms (the netpoller is polled by sysmon every 10 ms
+// while every P is busy), so that every receiver's timer is found due at
+// once, a round trip is 10-30 ms and NAKs per loss measure the machine.
+// CI runs 1, 4 and 16 receivers with fewer messages.
+func TestFeedbackScale(t *testing.T) {
+	if lossInNetns(t, 1000, "") < 0 {
+		return
+	}
+	full := os.Getenv(envScaleFull) == "1"
+	count := func(n int) int {
+		switch {
+		case full:
+			return 20000
+		case raceEnabled || testing.Short():
+			return max(1000, 8000/n)
+		}
+		return max(2000, 16000/n)
+	}
+	var rows []scaleRow
+	for _, size := range []int{64, 1024} {
+		for _, n := range scaleReceivers(full) {
+			t.Run(fmt.Sprintf("n=%d/size=%d", n, size), func(t *testing.T) {
+				rows = append(rows, runScale(t, n, count(n), size))
+			})
+		}
+	}
+	t.Logf("%4s %5s %6s %5s %9s %12s %11s %11s %8s", "rx", "size", "msgs", "lost", "NAKs/lost", "repairs/lost", "delay mean", "delay max", "took")
+	at := map[[2]int]scaleRow{}
+	for _, r := range rows {
+		at[[2]int{r.n, r.size}] = r
+		t.Logf("%4d %5d %6d %5d %9.2f %12.2f %11v %11v %8v", r.n, r.size, r.count, r.lost, r.perLost(r.naks), r.perLost(r.repairs),
+			r.delay.Round(time.Microsecond), r.delayMax.Round(time.Microsecond), r.took.Round(time.Millisecond))
+	}
+	for _, r := range rows {
+		if r.lost == 0 {
+			t.Errorf("%d receivers, %d B: nothing lost at 1%% loss", r.n, r.size)
+			continue
+		}
+		if got := r.perLost(r.naks); full && got > 2 {
+			t.Errorf("%d receivers, %d B: %.2f NAKs per lost datagram, want <= 2", r.n, r.size, got)
+		}
+		if got := r.perLost(r.repairs); got > 1.2 {
+			t.Errorf("%d receivers, %d B: %.2f repairs per lost datagram, want <= 1.2", r.n, r.size, got)
+		}
+	}
+	for _, size := range []int{64, 1024} {
+		r4, r64 := at[[2]int{4, size}], at[[2]int{64, size}]
+		if full && r4.delay > 0 && r64.delay > 2*r4.delay {
+			t.Errorf("%d B: mean gap-to-repair %v at 64 receivers, more than twice %v at 4", size, r64.delay, r4.delay)
+		}
+	}
+}
+
+// scaleReceivers are TestFeedbackScale's group sizes (RDMANET_TEST_SCALE_RX
+// narrows them while investigating, e.g. "4,16").
+func scaleReceivers(full bool) []int {
+	v := os.Getenv("RDMANET_TEST_SCALE_RX")
+	switch {
+	case v == "" && full:
+		return []int{1, 4, 16, 64}
+	case v == "":
+		return []int{1, 4, 16}
+	}
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			ns = append(ns, n)
+		}
+	}
+	return ns
 }
