@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -76,8 +77,14 @@ func TestGuardConfig(t *testing.T) {
 // without the key, or with another, hears none of it and moves no state:
 // no sender tracked, nothing delivered, no NAK or status sent.
 func TestKeyed(t *testing.T) {
+	for _, unicast := range []bool{false, true} {
+		t.Run(fmt.Sprintf("UnicastRepair=%v", unicast), func(t *testing.T) { testKeyed(t, unicast) })
+	}
+}
+
+func testKeyed(t *testing.T, unicast bool) {
 	group := newGroup()
-	cfg := Config{Key: testKey, FlowControl: FlowMin}
+	cfg := Config{Key: testKey, FlowControl: FlowMin, UnicastRepair: unicast}
 	rx := listenDrop(t, group, cfg, dropFirst(func(s uint64) bool { return s%17 == 3 }))
 	open := listenT(t, group, Config{})
 	other := listenT(t, group, Config{Key: []byte("another group's key, 32 bytes..")})

@@ -1,9 +1,13 @@
 package reliable
 
 import (
+	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 
 	"github.com/stretchr/testify/require"
 )
@@ -138,4 +142,57 @@ func TestRepairOncePerLoss(t *testing.T) {
 	}
 	t.Logf("NAKs sent %d, received %d; repairs %d, NAKed datagrams not repeated %d", naks, st.NAKsReceived, st.RepairsMulticast, st.RepairsSuppressed)
 	require.Equal(t, uint64(10), st.RepairsMulticast, "repairs of 10 lost datagrams; sender stats %+v", st)
+}
+
+// A NAK stream makes the sender resend each datagram at most once per
+// RepairInterval, whatever the NAKs echo (random, 0, or the latest
+// transmission number): 300 NAKs for 100 datagrams, from a conn that is
+// no receiver, cause 100 repairs. (Before RepairInterval the echo chose:
+// a NAK echoing a number after the repair's was answered again.) The
+// repair credit is off here (RepairShare < 0): this is the interval
+// alone.
+func TestRepairIntervalAnyEcho(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{RepairInterval: time.Second, RepairShare: -1})
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	nc, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	defer nc.Close()
+	const count = 100
+	b := make([]byte, 64)
+	for i := range uint64(count) {
+		_, err := tx.WriteTo(payload(b, i), group)
+		require.NoError(t, err)
+	}
+	var d [headerLen + nakPayload]byte
+	ms := []rdmanet.Message{{Buffer: d[:], Addr: tx.local}}
+	for i := range 300 {
+		h := header{kind: kindNAK, session: 7, seq: 0}
+		switch i % 3 {
+		case 0:
+			h.tx = uint16(rand.Uint32())
+		case 2:
+			tx.snd.mu.Lock()
+			h.tx = tx.snd.tx - 1 // the latest heard
+			tx.snd.mu.Unlock()
+		}
+		putHeader(d[:], &h)
+		putNAK(d[headerLen:], tx.session, count, 0)
+		_, err := nc.WriteBatch(ms)
+		require.NoError(t, err)
+		if i%32 == 31 {
+			time.Sleep(time.Millisecond) // let the sender's receive queue drain
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for tx.Stats().NAKsReceived < 300 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sender heard %d NAKs in 10 s, want 300; stats %+v", tx.Stats().NAKsReceived, tx.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := tx.Stats()
+	require.Equal(t, uint64(count), st.RepairsMulticast, "repairs of %d datagrams asked for 300 times; stats %+v", count, st)
+	require.Equal(t, uint64(299*count), st.RepairsSuppressed)
 }
