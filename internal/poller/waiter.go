@@ -63,6 +63,10 @@ type Waiter struct {
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
 	eagerDrain   bool // RDMANET_POLLER_DRAIN=eager (eagerDrainEnv)
+	// spinDL is the caller's deadline in unix nanoseconds (0: none), for
+	// the spin, which looks at it between polls: the fds' deadline
+	// wakes only a sleep.
+	spinDL atomic.Int64
 	// The narrow fd (SetNarrow): a second fd the wait may sleep on, as
 	// narrow says before each sleep; nf is nil without one.
 	nf     *os.File
@@ -221,7 +225,9 @@ func (w *Waiter) step(uintptr) bool {
 // error: os.ErrDeadlineExceeded when the deadline passes, net.ErrClosed
 // after Close, or the Source's error.
 //
-// With a spin window it first polls for up to the window. A spin that
+// With a spin window it first polls for up to the window, and no longer
+// than the deadline, Close, Stop or Wake: each is looked at between two
+// polls, so a spinning wait ends within one Poll of them. A spin that
 // finds nothing is worse than none: the CPU it held is often the one the
 // peer's wake-up was queued on (Linux wakes a socket's reader on the
 // sender's CPU), so a window shorter than the round trip delays the
@@ -237,22 +243,8 @@ func (w *Waiter) Wait() (int, error) {
 	if w.spin > 0 {
 		if w.skip > 0 {
 			w.skip--
-		} else {
-			end := time.Now().Add(w.spin)
-			for {
-				n, err := w.src.Poll()
-				if err != nil || n > 0 {
-					w.misses = 0
-					return n, err
-				}
-				if time.Now().After(end) {
-					break
-				}
-			}
-			w.misses++
-			if k := w.misses - spinMissesBeforeBackoff; k >= 0 {
-				w.skip = min(1<<min(k, 6), maxSpinBackoff)
-			}
+		} else if n, found, err := w.spinPoll(); found {
+			return n, err
 		}
 	}
 	for {
@@ -281,6 +273,34 @@ func (w *Waiter) Wait() (int, error) {
 		}
 		return 0, mapErr(err)
 	}
+}
+
+// spinPoll polls for up to the spin window, and stops early at the
+// deadline, Close, Stop or Wake (the sleep that follows returns for those
+// at once); found: it returns what a poll found.
+func (w *Waiter) spinPoll() (n int, found bool, err error) {
+	start := time.Now()
+	for t := start; t.Sub(start) < w.spin; t = time.Now() {
+		// The window is timed on the monotonic clock; the deadline,
+		// which may be set during the spin, is a wall-clock time, as
+		// the netpoller's.
+		if dl := w.spinDL.Load(); dl != 0 && t.UnixNano() >= dl {
+			break
+		}
+		n, err := w.src.Poll()
+		if err != nil || n > 0 {
+			w.misses = 0
+			return n, true, err
+		}
+		if w.closed.Load() || w.woke.Load() {
+			return 0, false, nil
+		}
+	}
+	w.misses++
+	if k := w.misses - spinMissesBeforeBackoff; k >= 0 {
+		w.skip = min(1<<min(k, 6), maxSpinBackoff)
+	}
+	return 0, false, nil
 }
 
 // kickDeadline is a deadline long past: setting it wakes a blocked wait.
@@ -379,6 +399,11 @@ func (w *Waiter) SetDeadline(t time.Time) error {
 		return nil // the deadline stays in the past
 	}
 	w.deadline = t
+	if t.IsZero() {
+		w.spinDL.Store(0)
+	} else {
+		w.spinDL.Store(t.UnixNano())
+	}
 	if w.kicked {
 		return nil // set when the kick is consumed
 	}
