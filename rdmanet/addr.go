@@ -68,40 +68,59 @@ func (a *Addr) IsMulticast() bool {
 
 // ParseAddr parses the GID/QPN form String returns: a GID in IPv6 form
 // ("::ffff:10.99.0.1", "fe80::2:c903:0:1b41"; no zone, and no bare IPv4
-// address), a slash, and a QPN of at most 24 bits, in hex with 0x
-// ("0x000011") or in decimal ("17"). Nothing else is taken: no sign, no
-// underscores, no other base prefix. An error quotes at most the first 64
-// bytes of s.
+// address), a slash, and a QPN of at most 24 bits, in hex after a
+// lower-case 0x ("0x000011", at most 6 digits) or in decimal ("17"; a
+// leading 0 is still decimal). Nothing else is taken: no 0X, no sign, no
+// space, no underscores, no other base prefix, nothing after the number.
+//
+// Its errors are *net.AddrError, as net's parsers return: Err says what
+// is wrong, and Addr is s, quoted and cut to its first 64 bytes.
 func ParseAddr(s string) (Addr, error) {
+	bad := func(why string) (Addr, error) {
+		return Addr{}, &net.AddrError{Err: "rdmanet: " + why, Addr: quoteTrunc(s)}
+	}
 	i := strings.LastIndexByte(s, '/')
 	if i < 0 {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %s: want GID/QPN", quoteTrunc(s))
+		return bad("want GID/QPN")
 	}
 	ip, err := netip.ParseAddr(s[:i])
 	if err != nil || ip.Zone() != "" || ip.Is4() {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %s: the GID must be an IPv6-form address without a zone (::ffff:a.b.c.d on RoCE)", quoteTrunc(s))
+		return bad("the GID must be an IPv6-form address without a zone (::ffff:a.b.c.d on RoCE)")
 	}
-	qpn, ok := parseQPN(s[i+1:])
-	if !ok {
-		return Addr{}, fmt.Errorf("rdmanet: bad address %s: the QPN must be a 24-bit number, hex with 0x or decimal", quoteTrunc(s))
+	qpn, why := parseQPN(s[i+1:])
+	if why != "" {
+		return bad(why)
 	}
 	return Addr{GID: ipoib.GIDFromIP(ip), QPN: qpn}, nil
 }
 
-// parseQPN parses hex with 0x (or 0X) or decimal digits, at most 24 bits.
-func parseQPN(s string) (uint32, bool) {
-	base := 10
-	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		s, base = s[2:], 16
+// parseQPN parses hex after 0x (1 to 6 digits) or decimal digits, at most
+// 24 bits; else it says why not.
+func parseQPN(s string) (uint32, string) {
+	const want = "the QPN must be a 24-bit number, hex after 0x (as String writes it) or decimal"
+	base, digits := 10, s
+	if strings.HasPrefix(s, "0x") {
+		base, digits = 16, s[2:]
+		if len(digits) > 6 {
+			return 0, want + ": at most 6 hex digits"
+		}
+	} else if strings.HasPrefix(s, "0X") {
+		return 0, want + ": the prefix is 0x, lower-case"
 	}
-	if s == "" || s[0] == '+' || s[0] == '-' {
-		return 0, false
+	if digits == "" {
+		return 0, want + ": no digits"
 	}
-	v, err := strconv.ParseUint(s, base, 32) // no underscores without base 0
+	for _, r := range digits {
+		ok := r >= '0' && r <= '9' || base == 16 && (r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F')
+		if !ok {
+			return 0, fmt.Sprintf("%s: %q is not a digit", want, r)
+		}
+	}
+	v, err := strconv.ParseUint(digits, base, 32)
 	if err != nil || v > 0xFFFFFF {
-		return 0, false
+		return 0, want + ": over 24 bits"
 	}
-	return uint32(v), true
+	return uint32(v), ""
 }
 
 // quoteTrunc quotes s for an error message, cut to 64 bytes.

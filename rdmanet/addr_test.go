@@ -22,7 +22,8 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 		qpn uint32
 	}{
 		{"::ffff:10.99.0.1/0x000011", 0x11},
-		{"::ffff:10.99.0.1/0X11", 0x11},
+		{"::ffff:10.99.0.1/0x11", 0x11},
+		{"::ffff:10.99.0.1/0xABcdef", 0xabcdef},
 		{"fe80::2:c903:0:1b41/0x000048", 0x48},
 		{"::ffff:10.99.0.1/17", 17},
 		{"::ffff:10.99.0.1/017", 17}, // decimal, not octal
@@ -42,6 +43,10 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 		"10.99.0.1/0x11",               // a bare IPv4 address is not a GID
 		"fe80::1%eth0/0x11",            // no zone
 		"::ffff:10.99.0.1/0x",          // no digits
+		"::ffff:10.99.0.1/0X11",        // 0x, as String writes it
+		"::ffff:10.99.0.1/0x11 ",       // nothing after the number
+		"::ffff:10.99.0.1/17x",         //
+		"::ffff:10.99.0.1/0x0000011",   // at most 6 hex digits
 		"::ffff:10.99.0.1/0o17",        // no octal prefix
 		"::ffff:10.99.0.1/0b101",       // no binary prefix
 		"::ffff:10.99.0.1/1_000",       // no underscores

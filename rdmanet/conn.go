@@ -69,7 +69,8 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 		}
 	}
 	bc := verbs.BindConfig{Interface: ifi, Addr: cfg.LocalAddr, Device: cfg.Device, Port: cfg.Port, IPv6: ipv6}
-	c.prov, err = chooseProvider(cfg.Backend, bc)
+	var fallback string
+	c.prov, fallback, err = chooseProvider(cfg.Backend, bc)
 	if err != nil {
 		return nil, c.opError("listen", group, err)
 	}
@@ -77,6 +78,9 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	cfg = c.cfg
 	c.id, err = c.prov.Bind(bc)
 	if err != nil {
+		if fallback != "" {
+			err = &fallbackError{fallback, err}
+		}
 		return nil, c.opError("listen", group, err)
 	}
 	defer func() {
@@ -94,10 +98,14 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 		GRHAddressesOnly:           true, // the sender's GID is all a conn reads
 	})
 	if err != nil {
-		return nil, c.opError("listen", group, err)
+		c.local = c.id.Local()
+		return nil, c.opError("listen", group, c.explainCreateQP(err))
 	}
 	c.local = c.id.Local() // the provider may refine it once the QP exists
 	c.mtu.Store(int32(c.local.MTU))
+	if err = c.checkRings(); err != nil {
+		return nil, c.opError("listen", group, err)
+	}
 	c.self = Addr{GID: c.local.GID, QPN: c.qp.QPN()}
 	c.loopback.Store(!cfg.DisableLoopback)
 	if err = c.initRecv(); err != nil {
@@ -146,7 +154,7 @@ func (c *Conn) teardown() {
 // As with net.UDPConn, only the first call closes: later ones return a
 // *net.OpError (Op "close") wrapping net.ErrClosed. On a closed conn every
 // I/O, deadline and group call (ReadFrom, ReadFromAddr, ReadBatch,
-// ReadLend, WriteTo, WriteBatch, Set*Deadline, SetReadBuffer,
+// ReadLend, WriteTo, WriteBatch, WaitSends, Set*Deadline, SetReadBuffer,
 // SetWriteBuffer, JoinGroup, LeaveGroup, GroupAddr, SetMulticastLoopback)
 // returns a *net.OpError wrapping net.ErrClosed; Groups returns none;
 // Stats returns the counters as they stood at Close; LocalAddr, MTU,

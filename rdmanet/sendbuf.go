@@ -3,6 +3,7 @@ package rdmanet
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"unsafe"
 
@@ -248,11 +249,15 @@ func (s *sendState) doneCount() uint64 {
 // deadline (os.ErrDeadlineExceeded). An n above SendsPosted() fails at
 // once, and so does one whose SendBuffer sends have no signaled send
 // after them yet (a batch whose post failed part way: the next write
-// signals its last send).
+// signals its last send). After Close it returns a *net.OpError
+// wrapping net.ErrClosed.
 func (c *Conn) WaitSends(n uint64) error {
 	s := &c.wr
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.closed.Load() {
+		return c.opError("write", nil, net.ErrClosed)
+	}
 	if err := c.waitSends(n); err != nil {
 		return c.opError("write", nil, err)
 	}

@@ -35,6 +35,7 @@ package verbs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -77,6 +78,19 @@ var (
 	// ErrClosed: the object was closed.
 	ErrClosed = errors.New("verbs: use of closed object")
 )
+
+// NoDevicef is fmt.Errorf for an error that is ErrNoDevice (errors.Is)
+// without ending in its text: for messages that say themselves which
+// device, port or address is missing, where "no RDMA device serves that
+// address" would not fit (a Device or Port that names nothing).
+func NoDevicef(format string, args ...any) error {
+	return &noDeviceError{fmt.Errorf(format, args...)}
+}
+
+type noDeviceError struct{ err error }
+
+func (e *noDeviceError) Error() string   { return e.err.Error() }
+func (e *noDeviceError) Unwrap() []error { return []error{e.err, ErrNoDevice} }
 
 // Provider is one verbs backend. Providers register themselves with
 // Register from an init function.

@@ -39,9 +39,9 @@ func (provider) Available() error {
 		return err
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("rdmacore: no RDMA device (ibv_get_device_list found none; for Soft-RoCE: "+
-			"modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <ifname>): %w (%w)",
-			verbs.ErrUnavailable, verbs.ErrNoDevice)
+		return verbs.NoDevicef("rdmacore: no RDMA device (ibv_get_device_list found none; for Soft-RoCE: "+
+			"modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <ifname>): %w",
+			verbs.ErrUnavailable)
 	}
 	return nil
 }
@@ -245,8 +245,8 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 		d.destroyID()
 		err := fmt.Errorf("rdma_bind_addr %s: %w", ip, unix.Errno(e))
 		if noDevice(unix.Errno(e)) {
-			err = fmt.Errorf("%w: no RDMA device serves %s (loopback never has one; bind to the address of an RDMA netdev, e.g. rxe's): %w",
-				err, ip, verbs.ErrNoDevice)
+			err = verbs.NoDevicef("%w: no RDMA device serves %s (loopback never has one; bind to the address of an RDMA netdev, e.g. rxe's)",
+				err, ip)
 		}
 		return nil, err
 	}
@@ -260,8 +260,8 @@ func bind(cfg verbs.BindConfig) (*id, error) {
 	}
 	if cfg.Device != "" && cfg.Device != d.local.Device || cfg.Port != 0 && cfg.Port != d.local.Port {
 		d.destroyID()
-		return nil, fmt.Errorf("rdma_bind_addr %s: bound to %s port %d, want %s port %d: %w",
-			ip, d.local.Device, d.local.Port, cfg.Device, cfg.Port, verbs.ErrNoDevice)
+		return nil, verbs.NoDevicef("rdma_bind_addr %s: bound to %s port %d, want %s port %d (ListenConfig.Device and Port must agree with the address)",
+			ip, d.local.Device, d.local.Port, cfg.Device, cfg.Port)
 	}
 	if d.dev, err = attachDev(d); err != nil {
 		d.destroyID()

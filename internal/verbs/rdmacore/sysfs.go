@@ -147,7 +147,7 @@ func localAddr(cfg verbs.BindConfig) (ip net.IP, zone uint32, err error) {
 		if cfg.IPv6 {
 			fam = "IPv6"
 		}
-		return nil, 0, fmt.Errorf("rdmacore: interface %s has no %s address: %w", cfg.Interface.Name, fam, verbs.ErrNoDevice)
+		return nil, 0, verbs.NoDevicef("rdmacore: interface %s has no %s address", cfg.Interface.Name, fam)
 	}
 	if cfg.IPv6 {
 		return net.IPv6loopback, 0, nil

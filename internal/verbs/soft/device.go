@@ -194,7 +194,7 @@ func loopbackInterface() (*net.Interface, error) {
 }
 
 func noDevice(format string, args ...any) error {
-	return fmt.Errorf("soft: "+format+": %w", append(args, verbs.ErrNoDevice)...)
+	return verbs.NoDevicef("soft: "+format, args...)
 }
 
 // resolve finds the netdev and address cfg names: Addr selects the netdev
