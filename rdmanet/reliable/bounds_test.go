@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -182,4 +183,19 @@ func TestListenRefusedConfig(t *testing.T) {
 	require.Equal(t, before, fds(), "file descriptors after the refused Listens")
 	_, err := New(nil, group, Config{})
 	require.ErrorContains(t, err, "nil")
+}
+
+// A write longer than MaxMessage names that limit and its value (not the
+// path MTU), and is still rdmanet.ErrMessageTooLong.
+func TestWriteTooLongNamesMaxMessage(t *testing.T) {
+	group := newGroup()
+	c := listenT(t, group, Config{MaxMessage: 10000})
+	_, err := c.WriteTo(make([]byte, 10001), group)
+	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	require.ErrorContains(t, err, "reliable: 10001-byte message longer than Config.MaxMessage 10000")
+	require.NotContains(t, err.Error(), "MTU")
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: make([]byte, 10)}, {Buffer: make([]byte, 20000)}})
+	require.ErrorIs(t, err, rdmanet.ErrMessageTooLong)
+	require.Equal(t, 1, n, "the message before the long one is sent")
+	require.ErrorContains(t, err, "reliable: 20000-byte message longer than Config.MaxMessage 10000")
 }

@@ -320,7 +320,7 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 		return 0, c.opError("write", addr, ErrWriteAddr)
 	}
 	if len(b) > c.cfg.MaxMessage {
-		return 0, c.opError("write", addr, rdmanet.ErrMessageTooLong)
+		return 0, c.opError("write", addr, &messageTooLongError{len(b), c.cfg.MaxMessage})
 	}
 	one := [1]rdmanet.Message{{Buffer: b}}
 	if _, err := c.snd.write(one[:]); err != nil {
@@ -378,7 +378,7 @@ func (c *Conn) WriteBatch(ms []rdmanet.Message) (int, error) {
 			break
 		}
 		if len(m.Buffer) > c.cfg.MaxMessage {
-			n, bad = i, rdmanet.ErrMessageTooLong
+			n, bad = i, &messageTooLongError{len(m.Buffer), c.cfg.MaxMessage}
 			break
 		}
 	}

@@ -26,3 +26,12 @@ func (e *LossError) Error() string {
 // ErrWriteAddr is returned (in a *net.OpError) by a write to anything
 // other than the conn's group.
 var ErrWriteAddr = errors.New("reliable: writes go to the conn's group only")
+
+// messageTooLongError is a write longer than Config.MaxMessage: it is
+// rdmanet.ErrMessageTooLong (errors.Is), with the limit that applies.
+type messageTooLongError struct{ n, max int }
+
+func (e *messageTooLongError) Error() string {
+	return fmt.Sprintf("reliable: %d-byte message longer than Config.MaxMessage %d", e.n, e.max)
+}
+func (e *messageTooLongError) Unwrap() error { return rdmanet.ErrMessageTooLong }
