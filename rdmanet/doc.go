@@ -107,8 +107,9 @@
 // 1 goroutine and 1.3 to 1.6 MiB resident: its rings (0.8 MiB, registered
 // with the device and so pinned) and the provider's queues.
 // TestPerConnCost and BenchmarkCost* (beside net.UDPConn)
-// measures both. ListenConfig rejects negative depths, MaxInline, Port
-// and Spin.
+// measures both. ListenConfig refuses negative values and values over
+// each field's bound (its doc; docs/errors-and-limits.md has the table),
+// naming the field.
 //
 // # Performance
 //
