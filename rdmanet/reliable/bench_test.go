@@ -499,3 +499,128 @@ func lossInNetnsBench(b *testing.B, loss int) bool {
 	b.Skip("ran in a namespace with loss: the results are the lines above")
 	return true
 }
+
+// BenchmarkFeedback: NAK feedback as the group grows, beside the plain
+// conn with the same receivers in the same run. One sender (FlowMin)
+// writes b.N messages of 64 B to n receivers in this process; every
+// receiver's drop hook drops the first transmission of one data datagram
+// in 100 (the same ones at every receiver: correlated loss, as on lo).
+// naks/loss and repairs/loss are per lost datagram; repair-ns is the
+// receivers' mean time from a gap seen to its repair (Stats.RepairDelay),
+// repairmax-ns the longest. The plain rows lose what they lose.
+//
+//	go test -run '^$' -bench Feedback -benchtime 20000x ./rdmanet/reliable
+func BenchmarkFeedback(b *testing.B) {
+	for _, n := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("plain/rx=%d", n), func(b *testing.B) { benchFeedbackPlain(b, n) })
+		b.Run(fmt.Sprintf("reliable/rx=%d", n), func(b *testing.B) { benchFeedback(b, n) })
+	}
+}
+
+// feedbackConfig is the receivers' and sender's config in
+// BenchmarkFeedback: every member heartbeats, so each receiver keeps a
+// window for each other member too; small ones keep 64 receivers' in
+// memory.
+func feedbackConfig(n int) Config {
+	return Config{MaxMessage: 1024, RecvWindow: 256, MaxSenders: n + 8}
+}
+
+func benchFeedbackPlain(b *testing.B, n int) {
+	group := newGroup()
+	rx := make([]*rdmanet.Conn, n)
+	for i := range rx {
+		rx[i] = plainConn(b, group)
+	}
+	tx := plainConn(b, group)
+	got := make(chan int, n)
+	for _, r := range rx {
+		go func() {
+			buf := make([]byte, r.MTU())
+			k := 0
+			for k < b.N {
+				r.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if _, _, err := r.ReadFromAddr(buf); err != nil {
+					break
+				}
+				k++
+			}
+			got <- k
+		}()
+	}
+	msg := make([]byte, 64)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := tx.WriteTo(msg, group); err != nil {
+			b.Fatal(err)
+		}
+	}
+	total, short := 0, false
+	for range n {
+		k := <-got
+		total += k
+		short = short || k < b.N
+	}
+	el := time.Since(start)
+	if short {
+		el -= 200 * time.Millisecond
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total)/float64(n)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(n*b.N-total)/float64(n*b.N)*100, "drop%")
+}
+
+func benchFeedback(b *testing.B, n int) {
+	group := newGroup()
+	cfg := feedbackConfig(n)
+	lose := dropFirst(func(seq uint64) bool { return seq%100 == 37 })
+	rx := make([]*Conn, n)
+	for i := range rx {
+		rx[i] = listenDrop(b, group, cfg, lose)
+	}
+	txCfg := cfg
+	txCfg.FlowControl = FlowMin
+	tx := listenT(b, group, txCfg)
+	waitReceivers(b, tx, n)
+	errc := make(chan error, n)
+	for _, r := range rx {
+		go func() {
+			_, err := readAll(r, b.N, 64, 20*time.Second)
+			errc <- err
+		}()
+	}
+	b.ResetTimer()
+	start := time.Now()
+	buf := make([]byte, 64)
+	for i := uint64(0); i < uint64(b.N); i++ {
+		if _, err := tx.WriteTo(payload(buf, i), group); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	lost := uint64(b.N+99-37) / 100 // seqs 37, 137, ... below b.N
+	var naks, rounds uint64
+	var delay, delayMax time.Duration
+	for _, r := range rx {
+		st := r.Stats()
+		naks += st.NAKsSent
+		rounds += st.GapsFilled
+		delay += st.RepairDelay * time.Duration(st.GapsFilled)
+		delayMax = max(delayMax, st.RepairDelayMax)
+	}
+	ts := tx.Stats()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(0, "drop%")
+	b.ReportMetric(float64(naks)/float64(max(lost, 1)), "naks/loss")
+	b.ReportMetric(float64(ts.RepairsMulticast+ts.RepairsUnicast)/float64(max(lost, 1)), "repairs/loss")
+	if rounds > 0 {
+		b.ReportMetric(float64(delay/time.Duration(rounds)), "repair-ns")
+	}
+	b.ReportMetric(float64(delayMax), "repairmax-ns")
+}

@@ -78,8 +78,10 @@
 // lone receiver (N = 1) NAKs at once. A round covers the gaps known when
 // it started; when they are filled, gaps seen meanwhile start the next
 // round, its back-off counted from the repair that ended the last one
-// (which every receiver hears at about the same time). NAKs sent before the repair
-// could arrive still reach the sender, and so do retries sent by a
+// (which every receiver hears at about the same time).
+//
+// The sender suppresses too. NAKs sent before the repair could arrive
+// still reach it, and so do retries sent by a
 // receiver whose round-trip estimate is shorter than the path's (one not
 // yet measured, or a sender behind its receive queue): none of them is
 // answered again. Every datagram a sender sends to the group (data,
@@ -117,16 +119,49 @@
 // key (see Authentication) nothing tells a receiver's NAK from a forged
 // one.
 //
-// A NAK not answered is sent again after the larger of twice the round
-// trip and the round trip plus four mean deviations (RFC 6298), plus a
-// fresh back-off draw, doubling each time, up to 10 ms. The round trip is
-// measured from the first NAK of a round to the repair of the first
-// datagram it asked for (Stats.RTT); until a receiver has measured one,
-// it takes the shortest time a round took to fill without its own NAK
-// (someone else's back-off plus round trip), or InitialRTT when longer:
-// a receiver started below the path's round trip would otherwise NAK
-// early at every loss. Stats.RepairDelay and RepairDelayMax say how long
-// rounds took, from the first gap seen to the last filled.
+// A round asks only for its own gaps, its retries too. A NAK not
+// answered is sent again after the larger of twice the round trip and
+// the round trip plus four mean deviations (RFC 6298), plus a fresh
+// back-off draw, doubling each time, up to 10 ms; a retry when the
+// receiver has heard nothing from the sender since its last NAK (the
+// sender would take it for one sent before its repair could arrive)
+// waits until 10 ms after that NAK, which it replaces only if it was
+// lost. A first NAK found due more than T late (its process stalled, and
+// every receiver in it finds its timer due at once) draws its back-off
+// again, once a round. The round trip is measured from a round's NAK to
+// the repair of the first datagram it asked for, in rounds that sent
+// their NAK once (Karn's rule: a retry carries a back-off of up to T,
+// itself a multiple of the round trip, and the estimate fed on itself)
+// (Stats.RTT); until a receiver has measured one, it takes the shortest
+// time a round took to fill without its own NAK (someone else's
+// back-off plus round trip), or InitialRTT when longer: a receiver
+// started below the path's round trip would otherwise NAK early at
+// every loss. Stats.RepairDelay and RepairDelayMax say how long rounds
+// took, from the first gap seen to the last filled.
+//
+// The decisions are pure functions of a clock reading and a random draw
+// (feedback.go), and TestFeedbackSimulation drives them on a virtual
+// clock: 1% loss, one-way delays log-normal around 100 µs, lost NAKs and
+// repairs, round trips learnt from InitialRTT.
+//
+//	receivers  loss         NAKs/loss  repairs/loss  repair time p50/p99 (RTTs)
+//	1          correlated   1.02       1.01          1.0 / 21
+//	4          correlated   1.74       1.01          2.0 / 6.3
+//	64         correlated   1.66       1.01          2.6 / 11
+//	1,000      correlated   1.71       1.03          3.5 / 15
+//	10,000     correlated   1.45       1.00          5.8 / 23
+//	64         independent  1.05       1.01          14 / 32
+//	10,000     independent  3.70       1.66          5.7 / 21
+//
+// (Independent loss pays for the group-size scaling in time: a datagram
+// one receiver lost waits out a back-off sized for all.) Measured on the
+// software backend in one process, where receivers share two loaded
+// cores, suppression holds while the round trip is steady: with one
+// datagram in 100 dropped at every receiver (BenchmarkFeedback), 1.05
+// NAKs per lost datagram at 1 receiver, 1.15 at 4 and 3.4 at 16, but 137
+// at 64, where the process delivered 3,300 msgs/s to each plain receiver
+// and a repair took 240 ms to reach them all; repairs stay at 1.00 per
+// lost datagram throughout (the transmission number echo, above).
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
