@@ -159,9 +159,12 @@ func (b bound) check(c *Config, mtu int) error {
 
 // checkMemory bounds what the windows take: the sender's Window slots,
 // allocated by Listen, and RecvWindow slots for each of up to MaxSenders
-// senders, allocated as they are heard. The fields are in range, so no
-// product overflows 64 bits, but it is checked as if it could.
+// senders, allocated as they are heard (mtu is the room for header and
+// payload; a keyed conn's slot also holds the trailer). The fields are
+// in range, so no product overflows 64 bits, but it is checked as if it
+// could.
 func (c *Config) checkMemory(mtu int) error {
+	mtu += c.trailer() // the slots hold the whole datagram: mtu is its payload room
 	stride := uint64(slotStride(mtu))
 	mul := func(a, b uint64) uint64 {
 		hi, lo := bits.Mul64(a, b)

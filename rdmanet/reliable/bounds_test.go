@@ -42,6 +42,9 @@ func TestConfigBounds(t *testing.T) {
 		{"Window bytes", Config{Window: 1 << 20}, 4096, "Config.Window 1048576 takes 4362076160 bytes (4160-byte slots at MTU 4096), over the limit 1073741824 (1 GiB)"},
 		{"Window bytes edge", Config{Window: 258111}, 4096, ""},
 		{"Window bytes edge+1", Config{Window: 258112}, 4096, "over the limit 1073741824"},
+		// A keyed conn's payload room is the MTU less the trailer; its
+		// slots hold the whole datagram.
+		{"Window bytes keyed", Config{Window: 258112, Key: make([]byte, 32)}, 4096 - trailerLen, "Config.Window 258112 takes 1073745920 bytes (4160-byte slots at MTU 4096)"},
 
 		{"RecvWindow negative", Config{RecvWindow: -5}, 0, "Config.RecvWindow -5 is negative (0 takes the default, 1024)"},
 		{"RecvWindow 15", Config{RecvWindow: 15, MaxMessage: 996}, 0, "Config.RecvWindow 15 is under the floor 16"},
