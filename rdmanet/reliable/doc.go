@@ -72,7 +72,7 @@
 // the group's size: the back-off is a truncated exponential (RFC 5401
 // section 5; Nonnenmacher and Biersack 1999), a delay t on [0, T] with
 // density e^(λt/T), λ = ln N + 1, T = 4 · ln N · the smoothed round trip
-// (at most 100 ms; NAKDelay, when set, is T). N is the group size the
+// (at most 1 s; NAKDelay, when set, is T). N is the group size the
 // sender advertises in every data datagram and heartbeat: it counts the
 // receivers whose status it hears and sends ceil(log2 N) in 4 bits. A
 // lone receiver (N = 1) NAKs at once. A round covers the gaps known when
@@ -122,10 +122,11 @@
 // A round asks only for its own gaps, its retries too. A NAK not
 // answered is sent again after the larger of twice the round trip and
 // the round trip plus four mean deviations (RFC 6298), plus a fresh
-// back-off draw, doubling each time, up to 10 ms; a retry when the
-// receiver has heard nothing from the sender since its last NAK (the
-// sender would take it for one sent before its repair could arrive)
-// waits until 10 ms after that NAK, which it replaces only if it was
+// back-off draw, doubling each time, up to 10 ms (or, on a slower path,
+// that first delay, at most 1 s); a retry when the receiver has heard
+// nothing from the sender since its last NAK (the sender would take it
+// for one sent before its repair could arrive) waits until 10 ms (or
+// four round trips) after that NAK, which it replaces only if it was
 // lost. A first NAK found due more than T late (its process stalled, and
 // every receiver in it finds its timer due at once) draws its back-off
 // again, once a round. The round trip is measured from a round's NAK to
@@ -157,11 +158,17 @@
 // one receiver lost waits out a back-off sized for all.) Measured on the
 // software backend in one process, where receivers share two loaded
 // cores, suppression holds while the round trip is steady: with one
-// datagram in 100 dropped at every receiver (BenchmarkFeedback), 1.05
-// NAKs per lost datagram at 1 receiver, 1.15 at 4 and 3.4 at 16, but 137
-// at 64, where the process delivered 3,300 msgs/s to each plain receiver
-// and a repair took 240 ms to reach them all; repairs stay at 1.00 per
-// lost datagram throughout (the transmission number echo, above).
+// datagram in 100 dropped at every receiver (BenchmarkFeedback), 1.15
+// NAKs per lost datagram at 1 receiver, 1.30 at 4 and 2.3 at 16, but 11.7
+// at 64, where the reliable conn delivered 1,000 msgs/s to each receiver
+// (the plain conn 12,100), round trips ran from 2 to 57 ms and a repair
+// took 215 ms on average to reach them all; repairs stay at 1.00 per lost
+// datagram throughout (the transmission number echo, above). With 1%
+// loss from nftables and 20,000 messages (TestFeedbackScale with
+// RDMANET_TEST_SCALE_FULL=1), 1.09, 1.79, 1.87 and 127 NAKs per lost
+// datagram at 1, 4, 16 and 64 receivers at 64 B, 1.01, 1.64, 2.15 and 19
+// at 1 KiB (before the round trip's bounds were raised past 10 ms); the
+// back-off it replaced sent 1.02, 2.49, 10.5 and 93-139.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept

@@ -29,9 +29,12 @@ const (
 	// loss <= 3 at 10,000 receivers, repair time at 64 receivers within
 	// twice that at 4.
 	backoffK = 4.0
-	// maxBackoff bounds T: a forged group size only slows its receiver
-	// down, this far at most.
-	maxBackoff = 100 * time.Millisecond
+	// maxBackoff bounds T and the retry delay: a forged group size only
+	// slows its receiver down, this far at most. The round trip may be
+	// long: 64 receivers sharing two loaded cores in one process measured
+	// 2-57 ms, and with T and retries capped at 10 ms every receiver
+	// asked once a loss, as before the back-off (130 NAKs a loss).
+	maxBackoff = time.Second
 	// maxGSize is the largest group-size code (4 bits): 2^15 receivers.
 	maxGSize = 15
 	// flagsGSize is where data and heartbeat datagrams carry the code,
@@ -58,7 +61,7 @@ func backoffBound(g uint8, srtt, fixed int64) int64 {
 		return fixed
 	}
 	g = min(g, maxGSize)
-	srtt = min(max(srtt, int64(minRTT)), int64(maxRTO))
+	srtt = min(max(srtt, int64(minRTT)), int64(maxBackoff))
 	t := backoffK * float64(g) * math.Ln2 * float64(srtt)
 	return min(int64(t), int64(maxBackoff))
 }
@@ -80,11 +83,13 @@ func backoffDelay(u float64, g uint8, srtt, fixed int64) int64 {
 // again: the larger of twice the round trip and the round trip plus four
 // mean deviations (RFC 6298), plus a fresh back-off draw (so that the
 // receivers that lost a repair do not all ask again at once), doubling
-// with each try (tries >= 1), from minRTO to maxRTO.
+// with each try (tries >= 1), from minRTO to maxRTO, or to the round
+// trip's own bound (up to maxBackoff) where the path is slower.
 func retryDelay(srtt, rttvar int64, tries int, backoff int64) int64 {
-	rto := max(2*srtt, srtt+4*rttvar) + backoff
+	base := max(2*srtt, srtt+4*rttvar)
+	rto := base + backoff
 	rto <<= min(max(tries-1, 0), 8)
-	return min(max(rto, int64(minRTO)), int64(maxRTO))
+	return min(max(rto, int64(minRTO)), max(int64(maxRTO), min(base+backoff, int64(maxBackoff))))
 }
 
 // rttSample folds one round-trip sample into a smoothed round trip and
@@ -223,15 +228,17 @@ func (t *nakTimer) lateDraw(now int64, b *backoff) bool {
 // transmission number, is the one that NAK echoed). The sender does not
 // answer a NAK that echoes a number older than its last repair of what it
 // asks for (the repair is on its way), so such a retry helps only when
-// the last NAK was lost: it waits until maxRTO after that NAK. A process
+// the last NAK was lost: it waits until maxRTO (or four round trips, when
+// longer) after that NAK. A process
 // that stalls (a loaded machine: tens of ms) finds every retry due at
 // once, with nothing new heard. A receiver that heard a later number
 // and still misses the datagram lost the repair, and asks at once.
-func (t *nakTimer) hold(now int64, heard uint16) bool {
-	if t.state != nakWaiting || heard != t.echo || now-t.lastAt >= int64(maxRTO) {
+func (t *nakTimer) hold(now int64, heard uint16, b *backoff) bool {
+	wait := min(max(int64(maxRTO), 4*b.srtt), int64(maxBackoff))
+	if t.state != nakWaiting || heard != t.echo || now-t.lastAt >= wait {
 		return false
 	}
-	t.due = t.lastAt + int64(maxRTO)
+	t.due = t.lastAt + wait
 	return true
 }
 

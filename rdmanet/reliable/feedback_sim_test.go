@@ -163,7 +163,7 @@ func simulate(m simModel, seed uint64) simResult {
 				if r.timer.state == nakIdle || r.timer.due != e.arg {
 					continue
 				}
-				if r.timer.lateDraw(now, bo(r)) || r.timer.hold(now, uint16(r.heard)) {
+				if r.timer.lateDraw(now, bo(r)) || r.timer.hold(now, uint16(r.heard), bo(r)) {
 					q.push(simEvent{at: r.timer.due, kind: simFire, r: e.r, arg: r.timer.due})
 					continue
 				}

@@ -83,15 +83,13 @@ func (r scaleRow) perLost(x uint64) float64 { return float64(x) / float64(max(r.
 // with no loss reported, and returns the feedback figures.
 func runScale(t testing.TB, n, count, size int) scaleRow {
 	group := newGroup()
-	// Every member heartbeats, so each receiver tracks the others as
-	// senders too: room for all of them.
-	cfg := Config{MaxMessage: 1024, MaxSenders: n + 8}
+	cfg := feedbackConfig(n)
 	rx := make([]*Conn, n)
 	for i := range rx {
 		rx[i] = listenT(t, group, cfg)
 	}
 	txCfg := cfg
-	txCfg.FlowControl = FlowMin
+	txCfg.FlowControl, txCfg.Window = FlowMin, 0
 	tx := listenT(t, group, txCfg)
 	waitKnown(t, tx, n)
 	start := time.Now()

@@ -642,7 +642,7 @@ func (r *receiver) tick(now int64) int64 {
 	for k, p := range r.peers {
 		if p.nak.state != nakIdle && now >= p.nak.due {
 			b := r.backoff(p)
-			if !p.nak.lateDraw(now, &b) && !p.nak.hold(now, p.tx) {
+			if !p.nak.lateDraw(now, &b) && !p.nak.hold(now, p.tx, &b) {
 				r.sendNAKs(p, now)
 			}
 		}
