@@ -457,7 +457,8 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header, now int64) {
 			return
 		}
 		c.stats.naksReceived.Add(1)
-		c.snd.nak(from, h, count, int64(rtt))
+		// What it pays for: nakPays times its length on the wire.
+		c.snd.nak(from, h, count, int64(rtt), nakPays*(len(b)+c.cfg.trailer()))
 	case kindStatus:
 		target, limit := parseStatus(p)
 		if target != c.session {

@@ -246,9 +246,10 @@ func (a *attacker) run(args []string) error {
 }
 
 // naks sends 1000 NAKs for the sender's whole window (from the last seq
-// heard, a window back).
+// heard, a window back), each padded to an MTU: the most repair a NAK
+// can pay for (wire.go: nakPays).
 func (a *attacker) naks(paced bool, echo string) error {
-	var b [headerLen + nakPayload]byte
+	b := make([]byte, a.c.MTU())
 	session := rand.Uint32()
 	start := time.Now()
 	for i := range 1000 {
@@ -753,6 +754,13 @@ func runHostile(t *testing.T, hc hostileCase) {
 		if float64(repairBytes) > bound {
 			t.Errorf("repairs %d B over the attack, want at most %.0f B (burst %.0f B, share %g of %d B sent, %v)",
 				repairBytes, bound, tx.snd.repair.burst, share, dataBytes, el)
+		}
+		// And no more than the NAKs paid for: nakPays times their bytes,
+		// whatever their pace (the real receivers' NAKs, a handful, get
+		// 64 KiB of slack).
+		if paidFor := nakPays*res.Bytes + 64<<10; repairBytes > paidFor {
+			t.Errorf("repairs %d B for %d B of NAKs (%.1fx), want at most %dx and 64 KiB",
+				repairBytes, res.Bytes, float64(repairBytes)/float64(max(res.Bytes, 1)), nakPays)
 		}
 	}
 }

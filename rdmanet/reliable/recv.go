@@ -87,6 +87,7 @@ type receiver struct {
 	pending  int   // peers whose NAK timer is not idle
 	ctrl     [1]rdmanet.Message
 	ctrlBuf  [headerLen + statusPayload + trailerLen]byte
+	nakBuf   []byte // an MTU: NAKs are padded (wire.go: nakPays)
 	seal     sealer // Config.Key: the trailer of NAKs and status (auth.go)
 	lastTick int64
 	rng      *rand.Rand
@@ -97,6 +98,7 @@ func (r *receiver) init(c *Conn) {
 	r.peers = make(map[peerKey]*peer)
 	r.ready = make([]*peer, c.cfg.MaxSenders)
 	r.notify = make(chan struct{}, 1)
+	r.nakBuf = make([]byte, c.mtu)
 	r.rng = rand.New(rand.NewPCG(uint64(c.session), uint64(time.Now().UnixNano())))
 }
 
@@ -472,8 +474,8 @@ func (r *receiver) sendNAKs(p *peer, now int64) {
 			continue
 		}
 		start := seq
-		for seq < end && !p.valid(seq) {
-			seq++
+		for seq < end && !p.valid(seq) && seq-start < nakPays {
+			seq++ // a NAK of up to an MTU pays for nakPays datagrams
 		}
 		r.sendNAK(p, start, seq-start)
 		if runs == 0 {
@@ -493,7 +495,12 @@ func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 	h := header{kind: kindNAK, session: c.session, seq: seq, tx: p.tx}
 	putHeader(r.ctrlBuf[:], &h)
 	putNAK(r.ctrlBuf[headerLen:], p.key.session, uint32(count), uint32(min(p.srtt, int64(maxRTO))))
-	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:c.seal(&r.seal, r.ctrlBuf[:], headerLen+nakPayload)], Addr: p.key.addr}
+	// Padded to pay for what it asks (wire.go: nakPays).
+	b := r.nakBuf
+	n := max(nakLen(count, c.mtu)-c.cfg.trailer(), headerLen+nakPayload)
+	copy(b, r.ctrlBuf[:headerLen+nakPayload])
+	clear(b[headerLen+nakPayload : n])
+	r.ctrl[0] = rdmanet.Message{Buffer: b[:c.seal(&r.seal, b, n)], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.naksSent.Add(1)
 	}

@@ -147,7 +147,7 @@ func TestRepairOncePerLoss(t *testing.T) {
 // A NAK stream makes the sender resend each datagram at most once per
 // RepairInterval, whatever the NAKs echo (random, 0, or the latest
 // transmission number): 300 NAKs for 100 datagrams, from a conn that is
-// no receiver, cause 100 repairs. (Before RepairInterval the echo chose:
+// no receiver, cause 64 repairs. (Before RepairInterval the echo chose:
 // a NAK echoing a number after the repair's was answered again.) The
 // repair credit is off here (RepairShare < 0): this is the interval
 // alone.
@@ -159,14 +159,14 @@ func TestRepairIntervalAnyEcho(t *testing.T) {
 	nc, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
 	require.NoError(t, err)
 	defer nc.Close()
-	const count = 100
+	const count = 64
 	b := make([]byte, 64)
 	for i := range uint64(count) {
 		_, err := tx.WriteTo(payload(b, i), group)
 		require.NoError(t, err)
 	}
-	var d [headerLen + nakPayload]byte
-	ms := []rdmanet.Message{{Buffer: d[:], Addr: tx.local}}
+	d := make([]byte, tx.mtu) // pays for 8 MTUs of repairs (wire.go: nakPays)
+	ms := []rdmanet.Message{{Buffer: d, Addr: tx.local}}
 	for i := range 300 {
 		h := header{kind: kindNAK, session: 7, seq: 0}
 		switch i % 3 {
@@ -177,7 +177,7 @@ func TestRepairIntervalAnyEcho(t *testing.T) {
 			h.tx = tx.snd.tx - 1 // the latest heard
 			tx.snd.mu.Unlock()
 		}
-		putHeader(d[:], &h)
+		putHeader(d, &h)
 		putNAK(d[headerLen:], tx.session, count, 0)
 		_, err := nc.WriteBatch(ms)
 		require.NoError(t, err)
@@ -195,4 +195,67 @@ func TestRepairIntervalAnyEcho(t *testing.T) {
 	st := tx.Stats()
 	require.Equal(t, uint64(count), st.RepairsMulticast, "repairs of %d datagrams asked for 300 times; stats %+v", count, st)
 	require.Equal(t, uint64(299*count), st.RepairsSuppressed)
+}
+
+// A NAK pays for the repairs it causes: an unpadded NAK for the whole
+// window, sent 200 times with every echo, makes the sender resend at
+// most nakPays times its bytes; a padded one for the same datagrams gets
+// them all.
+func TestNAKPaysForRepairs(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{RepairInterval: time.Second, RepairShare: -1})
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	nc, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	defer nc.Close()
+	const count = 64
+	b := make([]byte, tx.frag) // one datagram of an MTU each
+	for i := range uint64(count) {
+		_, err := tx.WriteTo(payload(b, i), group)
+		require.NoError(t, err)
+	}
+	send := func(d []byte, n int) {
+		ms := []rdmanet.Message{{Buffer: d, Addr: tx.local}}
+		for i := range n {
+			h := header{kind: kindNAK, session: 7, seq: 0, tx: uint16(rand.Uint32())}
+			putHeader(d, &h)
+			putNAK(d[headerLen:], tx.session, count, 0)
+			_, err := nc.WriteBatch(ms)
+			require.NoError(t, err)
+			if i%32 == 31 {
+				time.Sleep(time.Millisecond) // let the sender's receive queue drain
+			}
+		}
+	}
+	waitNAKs := func(n uint64) {
+		deadline := time.Now().Add(10 * time.Second)
+		for tx.Stats().NAKsReceived < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the sender heard %d NAKs in 10 s, want %d", tx.Stats().NAKsReceived, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	short := make([]byte, headerLen+nakPayload)
+	send(short, 200)
+	waitNAKs(200)
+	st := tx.Stats()
+	require.LessOrEqual(t, st.RepairBytes, uint64(nakPays*200*len(short)), "repairs for 200 unpadded NAKs; stats %+v", st)
+	require.NotZero(t, st.RepairsRateLimited, "what the NAKs did not pay for is counted")
+
+	// A receiver's NAK: padded to what it asks for.
+	padded := make([]byte, nakLen(nakPays, tx.mtu))
+	before := tx.Stats().RepairsMulticast
+	send(padded, 1)
+	waitNAKs(201)
+	want := uint64(nakPays * len(padded) / (len(b) + headerLen))
+	require.Equal(t, uint64(nakPays), want)
+	// NAKsReceived counts a NAK before it is answered: wait for the
+	// repairs (one NAK: no more can come).
+	deadline := time.Now().Add(10 * time.Second)
+	for tx.Stats().RepairsMulticast-before < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, want, tx.Stats().RepairsMulticast-before, "a NAK padded to an MTU (%d B) gets %d datagrams of %d B; stats %+v", len(padded), want, len(b)+headerLen, tx.Stats())
 }

@@ -375,7 +375,11 @@ func (s *sender) low() (uint64, uint64) {
 // (repairCredit: the receiver asks again).
 // What left the window is answered with a "lost" datagram naming where
 // the window starts.
-func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
+//
+// A NAK pays for what it asks: the repairs it causes total at most paid
+// bytes (nakPays times its length; wire.go), and what they do not cover
+// is left for the receiver to ask again (RepairsRateLimited).
+func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64, paid int) {
 	c := s.c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -424,7 +428,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 		if s.seqs[i] != seq || s.lens[i] == 0 {
 			continue
 		}
-		if !s.repair.covers(s.lens[i], now) {
+		if s.lens[i] > paid || !s.repair.covers(s.lens[i], now) {
 			// Looked at first: a NAK stream past the credit costs the
 			// sender one look a NAK, not one a datagram asked for.
 			c.stats.rateLimited.Add(end - seq)
@@ -441,6 +445,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64) {
 			continue
 		}
 		s.repair.spend(s.lens[i])
+		paid -= s.lens[i]
 		s.repairT[i] = now
 		d := s.slot(seq)
 		d[1] |= flagRepair

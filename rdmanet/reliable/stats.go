@@ -50,8 +50,9 @@ type Stats struct {
 	// sent, header included).
 	RepairBytes uint64
 	// RepairsRateLimited counts NAKed datagrams not resent because the
-	// repair credit (Config.RepairShare) was spent: the receiver asks
-	// again later.
+	// repair credit (Config.RepairShare) was spent, or the NAK did not
+	// pay for them (a NAK buys eight times its length in repairs; see
+	// the package doc's Repair): the receiver asks again later.
 	RepairsRateLimited uint64
 	// GapsFilled counts this receiver's NAK rounds that ended with every
 	// gap they covered filled (by a repair, whoever asked for it, or by a

@@ -12,7 +12,7 @@ const (
 	headerLen = 28
 
 	hbPayload     = 16 // heartbeat: low seq, low msg
-	nakPayload    = 12 // NAK: target session, count, RTT
+	nakPayload    = 12 // NAK: target session, count, RTT; then padding
 	statusPayload = 12 // status: target session, limit
 )
 
@@ -122,6 +122,10 @@ func decode(b []byte, h *header) ([]byte, error) {
 	case kindHeartbeat:
 		want = hbPayload
 	case kindNAK:
+		// Padded: a NAK pays for the repairs it asks for (nakPays).
+		if len(p) > nakPayload {
+			p = p[:nakPayload]
+		}
 		want = nakPayload
 	case kindStatus:
 		want = statusPayload
@@ -176,4 +180,19 @@ func putStatus(p []byte, target uint32, limit uint64) {
 
 func parseStatus(p []byte) (target uint32, limit uint64) {
 	return binary.BigEndian.Uint32(p), binary.BigEndian.Uint64(p[4:])
+}
+
+// nakPays is how many bytes of repairs a NAK may cause per byte of its
+// own, as QUIC bounds what a server sends to an address it has not
+// validated: a receiver pads its NAK to an eighth of the most its
+// datagrams could take (nakLen), and a sender answers a NAK with at most
+// nakPays times its length, whatever it asks for (sender.nak). A forged
+// NAK so costs its sender an eighth of what it makes the group receive.
+const nakPays = 8
+
+// nakLen returns how long a NAK for count datagrams must be, its trailer
+// included, when a datagram may be mtu bytes long; capped at mtu.
+func nakLen(count uint64, mtu int) int {
+	n := (count*uint64(mtu) + nakPays - 1) / nakPays
+	return int(min(max(n, headerLen+nakPayload), uint64(mtu)))
 }
