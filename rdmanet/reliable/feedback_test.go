@@ -14,10 +14,10 @@ import (
 // waitKnown waits, bounded, until tx knows n receivers, before any write.
 func waitKnown(t testing.TB, tx *Conn, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for tx.Receivers() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("before its first write the sender knows %d receivers after 5 s, want %d (its heartbeats: %d)", tx.Receivers(), n, tx.Stats().Heartbeats)
+			t.Fatalf("before its first write the sender knows %d receivers after 30 s, want %d (its heartbeats: %d)", tx.Receivers(), n, tx.Stats().Heartbeats)
 		}
 		time.Sleep(time.Millisecond)
 	}
