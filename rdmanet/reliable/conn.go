@@ -441,7 +441,8 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header, now int64) {
 		return
 	}
 	if h.session == c.session && from == c.local {
-		return // our own
+		c.stats.own.Add(1) // looped back, or forged
+		return
 	}
 	switch h.kind {
 	case kindData:

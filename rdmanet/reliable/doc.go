@@ -234,6 +234,29 @@
 // from the sender is overtaken by data. It forgets a sender silent for
 // SenderTimeout. Every member conn is so a sender to the others, heard
 // by its heartbeats, whether it writes or not.
+//
+// A receiver tracks at most MaxSenders senders. With that many, a new one is
+// admitted by evicting the idle sender heard least recently (nothing
+// unread, no gap, no NAK pending; Stats.SendersEvicted), which, heard
+// again, resumes where it was. When none is idle, the new sender's
+// datagrams are dropped (Stats.SendersRefused) and its first one
+// remembered; once admitted it starts there, so what it sent meanwhile
+// is repaired or, where it left the sender's window, reported lost: not
+// skipped. Both memories are bounded (4 MaxSenders senders, at least
+// 64; the least recently touched is forgotten first): a flood of forged
+// sessions can still push out a real sender's; only authenticated
+// datagrams keep forgers out.
+//
+// What no sender sends is dropped and counted, never taken: a message
+// number that grows faster than the seq (every message takes a datagram
+// at least) or a fragment of a message that starts before the next one
+// to read (Stats.Implausible), a message with more fragments than this
+// receiver's MaxMessage allows (Stats.TooLong: not reassembled, and
+// reported lost at its place, with no NAK for it and no stall of what
+// follows), a "lost" answer from a sender not tracked or while no NAK to
+// it is outstanding (Stats.Unsolicited). A "lost" answer condemns only
+// gaps below what the receiver knows the sender sent. Counts of messages
+// lost saturate at the largest uint64 rather than wrap.
 // Close stops writes, sends heartbeats marked fin (receivers answer with
 // their status at once) and keeps repairing until every live receiver
 // holds everything or Linger has passed, then closes the rdmanet conn. A
@@ -329,8 +352,18 @@
 //
 // # Memory
 //
-// A sender holds Window datagrams of MTU() bytes; a receiver RecvWindow of
-// them per sender, for at most MaxSenders senders. Nothing is allocated per
-// message on the write and read paths at steady state; a loss report
-// allocates its *LossError.
+// A sender holds Window datagrams of MTU() bytes. A receiver's window for
+// a sender grows with what it must keep: a sender heard but whose data
+// need not be kept (read at once, straight into the reader's buffer)
+// costs a few hundred bytes; the first datagram kept makes a ring of 8
+// slots, which doubles, the datagrams held moved to their new slots, as
+// datagrams further ahead of the reader arrive, up to RecvWindow. A
+// window empty and unused for SenderTimeout is freed. A slot is MTU()
+// rounded up to a cache line plus one (4160 bytes at MTU 4096), so the
+// bound is RecvWindow slots per sender, for at most MaxSenders senders
+// (Stats.RecvWindowBytes says what they take now); 64 members that all
+// hear each other, one of them writing, take tens of MB, not 64 x 63
+// full windows. Nothing is allocated per message on the write and read
+// paths at steady state (a window grows once to what the stream needs);
+// a loss report allocates its *LossError.
 package reliable

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -17,8 +18,8 @@ type peerKey struct {
 	session uint32
 }
 
-// peer is a receiver's state for one sender: a ring of RecvWindow datagram
-// slots holding what arrived and is not yet read, in sequence order.
+// peer is a receiver's state for one sender: a ring of datagram slots
+// holding what arrived and is not yet read, in sequence order.
 //
 //	next     first datagram not yet read (starts a message)
 //	contig   first datagram missing at or after next
@@ -26,14 +27,26 @@ type peerKey struct {
 //
 // A slot is valid for seq when seqs[slot] == seq and lens[slot] > 0, so
 // nothing is ever cleared: moving next past a slot retires it.
+//
+// The ring grows on demand (grow): there is none until a datagram must
+// be kept (the direct path hands a message to the reader without one),
+// then it doubles from minRing slots, up to RecvWindow, as datagrams
+// further from next arrive. Its ri.n slots hold any datagrams in
+// [next, next+ri.n) without two sharing a slot.
 type peer struct {
 	key  peerKey
 	addr *rdmanet.Addr // handed out by ReadFrom: allocated once
 
-	ring []byte
-	lens []int32
-	seqs []uint64
-	ri   ringIndex // slot of a sequence in ring, lens and seqs
+	ring   []byte
+	lens   []int32
+	seqs   []uint64
+	ri     ringIndex // slot of a sequence in ring, lens and seqs; ri.n == 0: no ring yet
+	keptAt int64     // when a datagram was last kept in the ring (tick frees an idle one)
+
+	// A message with more fragments than MaxMessage allows takes
+	// [longStart, longEnd) (longEnd 0: none): it is not kept, and is
+	// reported lost when next reaches it.
+	longStart, longEnd, longMsg uint64
 
 	next, contig, high uint64
 	nextMsg            uint64
@@ -57,13 +70,23 @@ type peer struct {
 }
 
 type receiver struct {
-	c      *Conn
-	mu     sync.Mutex
-	peers  map[peerKey]*peer
-	ready  []*peer // ring of peers with a message (or loss) to read
-	rHead  int
-	rLen   int
-	notify chan struct{}
+	c       *Conn
+	mu      sync.Mutex
+	peers   map[peerKey]*peer
+	rw      uint64 // RecvWindow: the most datagrams a peer's ring holds
+	maxFrag uint64 // the most fragments a message of MaxMessage bytes takes
+
+	// memos remembers where to start senders not tracked now, at most
+	// memoMax of them (the least recently touched goes first): one
+	// evicted while idle resumes at its next; one refused (MaxSenders
+	// tracked, none idle) starts at its first datagram refused, so what
+	// it sent meanwhile is repaired or reported lost, not skipped.
+	memos   map[peerKey]memo
+	memoMax int
+	ready   []*peer // ring of peers with a message (or loss) to read
+	rHead   int
+	rLen    int
+	notify  chan struct{}
 
 	// waiting: the reader found nothing and may park on notify; a push
 	// then sets signal, and the receive loop wakes the reader once after
@@ -93,9 +116,20 @@ type receiver struct {
 	rng      *rand.Rand
 }
 
+// memo is where to start a sender that is not tracked now.
+type memo struct {
+	seq, msg uint64 // the first datagram to take, and its message
+	at       int64  // last touched
+	resume   bool   // evicted after it was tracked (else: refused)
+}
+
 func (r *receiver) init(c *Conn) {
 	r.c = c
 	r.peers = make(map[peerKey]*peer)
+	r.rw = uint64(c.cfg.RecvWindow)
+	r.maxFrag = uint64(max(1, (c.cfg.MaxMessage+c.frag-1)/c.frag))
+	r.memos = make(map[peerKey]memo)
+	r.memoMax = max(64, 4*c.cfg.MaxSenders)
 	r.ready = make([]*peer, c.cfg.MaxSenders)
 	r.notify = make(chan struct{}, 1)
 	r.nakBuf = make([]byte, c.mtu)
@@ -124,6 +158,16 @@ func (r *receiver) maxRTT() time.Duration {
 	return time.Duration(m)
 }
 
+// windows returns how many senders r tracks and what their rings take.
+func (r *receiver) windows() (senders int, bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.peers {
+		bytes += uint64(cap(p.ring) + 4*cap(p.lens) + 8*cap(p.seqs))
+	}
+	return len(r.peers), bytes
+}
+
 func (r *receiver) nakPending() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -131,8 +175,11 @@ func (r *receiver) nakPending() bool {
 }
 
 // peer returns the state for a sender, making it when the sender is new
-// and there is room.
-func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
+// and there is room: MaxSenders tracked, it evicts an idle one. When
+// none can be, the datagram, which starts at seq in message msg, is
+// refused (counted) and the sender remembered, to start there once
+// admitted.
+func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64, seq, msg uint64) *peer {
 	key := peerKey{addr: from, session: session}
 	if p := r.last; p != nil && p.key == key {
 		p.heard = now
@@ -144,18 +191,20 @@ func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
 		return p
 	}
 	c := r.c
-	if len(r.peers) >= c.cfg.MaxSenders {
-		c.stats.foreign.Add(1)
+	if len(r.peers) >= c.cfg.MaxSenders && !r.evict(now) {
+		c.stats.sendersRefused.Add(1)
+		if m, ok := r.memos[key]; ok {
+			m.at = now // keep where it was first refused (or evicted)
+			r.memos[key] = m
+		} else {
+			r.remember(key, memo{seq: seq, msg: msg, at: now})
+		}
 		return nil
 	}
 	a := from
 	p := &peer{
 		key:   key,
 		addr:  &a,
-		ring:  make([]byte, c.cfg.RecvWindow*c.stride),
-		lens:  make([]int32, c.cfg.RecvWindow),
-		seqs:  make([]uint64, c.cfg.RecvWindow),
-		ri:    newRingIndex(c.cfg.RecvWindow),
 		heard: now,
 		srtt:  int64(c.cfg.InitialRTT),
 	}
@@ -163,13 +212,71 @@ func (r *receiver) peer(from rdmanet.Addr, session uint32, now int64) *peer {
 	return p
 }
 
+// evict forgets the idle sender heard least recently, to make room for a
+// new one, and reports whether there was one: idle is nothing to read or
+// to report, nothing kept in its ring, no NAK pending. It is remembered
+// (memos) to resume where it was when heard again.
+func (r *receiver) evict(now int64) bool {
+	var v *peer
+	for _, p := range r.peers {
+		if p.idle() && (v == nil || p.heard < v.heard) {
+			v = p
+		}
+	}
+	if v == nil {
+		return false
+	}
+	r.remember(v.key, memo{seq: v.next, msg: v.nextMsg, at: now, resume: true})
+	delete(r.peers, v.key)
+	if r.last == v {
+		r.last = nil
+	}
+	r.c.stats.sendersEvicted.Add(1)
+	return true
+}
+
+// idle reports whether p may be evicted: it holds nothing not yet read,
+// nothing to report and no gap (nothing known past next), and waits for
+// no NAK's answer.
+func (p *peer) idle() bool {
+	return p.placed && !p.queued && !p.joining && p.lost == 0 && p.nak.state == nakIdle &&
+		p.next >= p.high && p.longEnd == 0
+}
+
+// remember records m for key, making room by forgetting the memo least
+// recently touched when there are memoMax.
+func (r *receiver) remember(key peerKey, m memo) {
+	if _, ok := r.memos[key]; !ok && len(r.memos) >= r.memoMax {
+		var old peerKey
+		at, found := int64(0), false
+		for k, o := range r.memos {
+			if !found || o.at < at {
+				old, at, found = k, o.at, true
+			}
+		}
+		delete(r.memos, old)
+	}
+	r.memos[key] = m
+}
+
 // start places a new peer: at the message of the first datagram heard,
 // or, with FromWindowStart, nowhere yet (a NAK from 0 finds where the
-// sender's window starts).
+// sender's window starts). A sender remembered starts where the memo
+// says: an evicted one where it was, a refused one at its first datagram
+// refused (or, with FromWindowStart, at the window start as any other).
 func (r *receiver) start(p *peer, seq, msg uint64, now int64) {
-	if r.c.cfg.FromWindowStart {
+	m, known := r.memos[p.key]
+	if known {
+		delete(r.memos, p.key)
+	}
+	switch {
+	case known && m.resume:
+		seq, msg = m.seq, m.msg
+	case r.c.cfg.FromWindowStart:
 		seq, msg = 0, 0
 		p.joining = true
+	case known && m.seq < seq:
+		seq, msg = m.seq, m.msg
 	}
 	p.next, p.contig, p.high, p.nextMsg = seq, seq, seq, msg
 	p.placed = true
@@ -189,8 +296,69 @@ func (p *peer) hearTx(tx uint16) {
 }
 
 func (p *peer) valid(seq uint64) bool {
+	if p.ri.n == 0 {
+		return false
+	}
 	i := p.ri.of(seq)
 	return p.lens[i] > 0 && p.seqs[i] == seq
+}
+
+// have reports whether seq needs no NAK: it is kept, or part of a
+// message too long to keep (reported lost instead).
+func (p *peer) have(seq uint64) bool {
+	return p.valid(seq) || (seq >= p.longStart && seq < p.longEnd)
+}
+
+// minRing is the size of a peer's first ring, in datagrams.
+const minRing = 8
+
+// grow makes p's ring hold seq (next <= seq < next+RecvWindow): it makes
+// the ring on first need and doubles it, moving the datagrams it holds
+// to their new slots, until seq fits.
+func (r *receiver) grow(p *peer, seq uint64) {
+	need := seq - p.next + 1
+	if need <= p.ri.n {
+		return
+	}
+	n := max(p.ri.n, minRing)
+	for n < need {
+		n *= 2
+	}
+	n = min(n, r.rw)
+	stride := r.c.stride
+	ring := make([]byte, int(n)*stride)
+	lens := make([]int32, n)
+	seqs := make([]uint64, n)
+	ri := newRingIndex(int(n))
+	for i := range p.lens {
+		if s := p.seqs[i]; p.lens[i] > 0 && s >= p.next {
+			j := ri.of(s)
+			copy(ring[int(j)*stride:], p.ring[i*stride:i*stride+int(p.lens[i])])
+			lens[j], seqs[j] = p.lens[i], s
+		}
+	}
+	p.ring, p.lens, p.seqs, p.ri = ring, lens, seqs, ri
+}
+
+// shrink frees p's ring when it holds nothing.
+func (p *peer) shrink() {
+	if p.next >= p.high {
+		p.ring, p.lens, p.seqs, p.ri = nil, nil, nil, ringIndex{}
+	}
+}
+
+// bytes is what p costs in memory: its state and its ring.
+func (p *peer) bytes() int {
+	return int(unsafe.Sizeof(*p)+unsafe.Sizeof(*p.addr)) + cap(p.ring) + 4*cap(p.lens) + 8*cap(p.seqs)
+}
+
+// plausible reports whether a datagram that starts at seq in message msg
+// fits what p knows of the sender: every message takes a datagram at
+// least, so from next (which starts message nextMsg) the message number
+// grows no faster than the seq. A datagram at or past next that starts
+// before it does not fit either (next starts a message).
+func (p *peer) plausible(seq, msg uint64) bool {
+	return seq >= p.next && msg >= p.nextMsg && msg-p.nextMsg <= seq-p.next
 }
 
 func (p *peer) slot(seq uint64, stride int) []byte {
@@ -213,27 +381,44 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	c := r.c
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.peer(from, h.session, now)
+	seq := h.seq
+	first := seq - uint64(h.frag) // decode checked frag <= seq
+	p := r.peer(from, h.session, now, first, h.msg)
 	if p == nil {
 		return
 	}
 	if !p.placed {
 		p.tx = h.tx
-		r.start(p, h.seq-uint64(h.frag), h.msg, now)
+		r.start(p, first, h.msg, now)
+	}
+	if seq >= p.next && !p.plausible(first, h.msg) {
+		c.stats.implausible.Add(1)
+		return
 	}
 	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
 	p.gsize = h.flags >> gsizeShift
-	seq := h.seq
-	rw := uint64(len(p.seqs))
-	if seq < p.next || p.valid(seq) {
+	if uint64(h.nfrag) > r.maxFrag {
+		// Longer than MaxMessage: not kept, and reported lost at its
+		// place (one such message at a time; a later one's datagrams
+		// are repaired again once this one is past).
+		c.stats.tooLong.Add(1)
+		if p.longEnd == 0 && seq >= p.next {
+			p.longStart, p.longEnd, p.longMsg = first, first+uint64(h.nfrag), h.msg
+			p.high = max(p.high, p.longEnd)
+			r.settle(p, now)
+			r.statusDue(p, now)
+		}
+		return
+	}
+	if seq < p.next || p.have(seq) {
 		c.stats.duplicates.Add(1)
 		return
 	}
 	if seq >= p.high {
 		p.high = seq + 1
 	}
-	if seq >= p.next+rw {
+	if seq >= p.next+r.rw {
 		c.stats.overruns.Add(1)
 		r.nakUpdate(p, now)
 		return
@@ -243,6 +428,10 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 		r.deliverDirect(p, b[headerLen:], now)
 		return
 	}
+	if seq-p.next >= p.ri.n {
+		r.grow(p, seq)
+	}
+	p.keptAt = now
 	i := p.ri.of(seq)
 	copy(p.ring[int(i)*c.stride:], b)
 	p.lens[i], p.seqs[i] = int32(len(b)), seq
@@ -294,13 +483,21 @@ func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
 	lowSeq, lowMsg := parseHeartbeat(pl)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.peer(from, h.session, now)
+	p := r.peer(from, h.session, now, h.seq, h.msg)
 	if p == nil {
 		return
 	}
 	if !p.placed {
 		p.tx = h.tx
 		r.start(p, h.seq, h.msg, now)
+	}
+	// A heartbeat sent before a "lost" answer moved next may arrive
+	// after it (the answer comes by unicast): a position before next
+	// says nothing, and a window start before next, nothing either.
+	if (h.seq >= p.next && !p.plausible(h.seq, h.msg)) || lowSeq > h.seq || lowMsg > h.msg ||
+		(lowSeq >= p.next && !p.plausible(lowSeq, lowMsg)) {
+		r.c.stats.implausible.Add(1)
+		return
 	}
 	p.hearTx(h.tx)
 	p.flowMin = h.flags&flagFlowMin != 0
@@ -322,7 +519,13 @@ func (r *receiver) lost(from rdmanet.Addr, h *header) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.peers[peerKey{addr: from, session: h.session}]
-	if p == nil {
+	if p == nil || p.nak.tries == 0 {
+		// Not from a sender tracked, or answering no NAK of ours.
+		r.c.stats.unsolicited.Add(1)
+		return
+	}
+	if h.seq >= p.next && !p.plausible(h.seq, h.msg) {
+		r.c.stats.implausible.Add(1)
 		return
 	}
 	p.heard = now
@@ -346,14 +549,19 @@ func (r *receiver) window(p *peer, lowSeq, lowMsg uint64) {
 // what is still missing.
 func (r *receiver) settle(p *peer, now int64) {
 	stride := r.c.stride
-	for p.contig < p.high && p.valid(p.contig) {
-		p.contig++
-	}
-	for p.skipTo > p.contig && p.contig < p.high && !p.headComplete(stride) {
+	p.advance()
+	for {
+		if p.longEnd != 0 && p.next >= p.longStart {
+			p.skipLong()
+			continue
+		}
+		if !(p.skipTo > p.contig && p.contig < p.high && !p.headComplete(stride)) {
+			break
+		}
 		// The gap at contig cannot be repaired: resume at the first
 		// message held after it, or where the window starts.
 		to, msg := p.skipTo, p.skipMsg
-		for seq, end := p.contig+1, min(p.skipTo, p.next+uint64(len(p.seqs))); seq < end; seq++ {
+		for seq, end := p.contig+1, min(p.skipTo, p.next+r.rw); seq < end; seq++ {
 			if p.valid(seq) {
 				if d := p.slot(seq, stride); binary.BigEndian.Uint16(d[2:]) == 0 {
 					to, msg = seq, binary.BigEndian.Uint64(d[20:])
@@ -362,16 +570,14 @@ func (r *receiver) settle(p *peer, now int64) {
 			}
 		}
 		if !p.joining && msg > p.nextMsg {
-			p.lost += msg - p.nextMsg
+			p.lost = satAdd(p.lost, msg-p.nextMsg)
 		}
 		p.joining = false
 		p.next, p.nextMsg = to, msg
 		if p.contig < p.next {
 			p.contig = p.next
 		}
-		for p.contig < p.high && p.valid(p.contig) {
-			p.contig++
-		}
+		p.advance()
 	}
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
@@ -379,6 +585,51 @@ func (r *receiver) settle(p *peer, now int64) {
 	if p.contig < p.high || p.nak.state != nakIdle {
 		r.nakUpdate(p, now)
 	}
+}
+
+// advance moves contig over what arrived (and over a message too long
+// to keep).
+func (p *peer) advance() {
+	for p.contig < p.high {
+		switch {
+		case p.valid(p.contig):
+			p.contig++
+		case p.contig >= p.longStart && p.contig < p.longEnd:
+			p.contig = p.longEnd
+		default:
+			return
+		}
+	}
+}
+
+// skipLong moves next past the message too long to keep, which it has
+// reached, and reports it lost.
+func (p *peer) skipLong() {
+	if p.next == p.longStart {
+		n := uint64(1)
+		if !p.joining && p.longMsg > p.nextMsg {
+			n += p.longMsg - p.nextMsg
+		}
+		p.lost = satAdd(p.lost, n)
+		p.joining = false
+		p.next, p.nextMsg = p.longEnd, p.longMsg+1
+	} else if p.next < p.longEnd { // a window start inside it (forged)
+		p.next, p.nextMsg = p.longEnd, max(p.nextMsg, p.longMsg+1)
+	}
+	p.longStart, p.longEnd, p.longMsg = 0, 0, 0
+	if p.contig < p.next {
+		p.contig = p.next
+	}
+	p.advance()
+}
+
+// satAdd is a+b, or the largest uint64 where that wraps: counts of
+// messages lost come from senders' numbers and must not wrap.
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint64(0)
 }
 
 func (r *receiver) push(p *peer) {
@@ -465,16 +716,16 @@ func (r *receiver) nakUpdate(p *peer, now int64) {
 // for with a retry, they were asked for by every receiver that retried
 // (16 receivers on a loaded machine sent 70 NAKs a loss so).
 func (r *receiver) sendNAKs(p *peer, now int64) {
-	end := min(p.high, p.next+uint64(len(p.seqs)), p.nak.end)
+	end := min(p.high, p.next+r.rw, p.nak.end)
 	runs := 0
 	first := uint64(0)
 	for seq := p.contig; seq < end && runs < 8; {
-		if p.valid(seq) {
+		if p.have(seq) {
 			seq++
 			continue
 		}
 		start := seq
-		for seq < end && !p.valid(seq) && seq-start < nakPays {
+		for seq < end && !p.have(seq) && seq-start < nakPays {
 			seq++ // a NAK of up to an MTU pays for nakPays datagrams
 		}
 		r.sendNAK(p, start, seq-start)
@@ -509,8 +760,8 @@ func (r *receiver) sendNAK(p *peer, seq, count uint64) {
 // statusDue reports to a FlowMin sender once its position or its room
 // moved on by a quarter of RecvWindow: the sender may be waiting for it.
 func (r *receiver) statusDue(p *peer, now int64) {
-	q := uint64(len(p.seqs)) / 4
-	if p.flowMin && (p.contig-p.statusPos >= q || p.next+uint64(len(p.seqs))-p.statusLim >= q) {
+	q := r.rw / 4
+	if p.flowMin && (p.contig-p.statusPos >= q || p.next+r.rw-p.statusLim >= q) {
 		r.sendStatus(p, now)
 	}
 }
@@ -535,12 +786,12 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 	c := r.c
 	h := header{kind: kindStatus, session: c.session, seq: p.contig}
 	putHeader(r.ctrlBuf[:], &h)
-	putStatus(r.ctrlBuf[headerLen:], p.key.session, p.next+uint64(len(p.seqs)))
+	putStatus(r.ctrlBuf[headerLen:], p.key.session, p.next+r.rw)
 	r.ctrl[0] = rdmanet.Message{Buffer: r.ctrlBuf[:c.seal(&r.seal, r.ctrlBuf[:], headerLen+statusPayload)], Addr: p.key.addr}
 	if _, err := c.conn.WriteBatch(r.ctrl[:]); err == nil {
 		c.stats.statusSent.Add(1)
 	}
-	p.statusPos, p.statusLim, p.statusAt = p.contig, p.next+uint64(len(p.seqs)), now
+	p.statusPos, p.statusLim, p.statusAt = p.contig, p.next+r.rw, now
 }
 
 // next hands out the next message (or loss report) of the peers in turn.
@@ -593,7 +844,7 @@ func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool
 		if p.lost > 0 {
 			loss = &LossError{From: p.key.addr, Session: p.key.session, Messages: p.lost}
 			c.stats.lossesReported.Add(1)
-			c.stats.msgLost.Add(p.lost)
+			satAddCounter(&c.stats.msgLost, p.lost)
 			p.lost = 0
 			if p.headComplete(c.stride) {
 				r.push(p)
@@ -627,7 +878,7 @@ func (p *peer) deliver(b []byte, stride int) (n int, truncated bool) {
 		}
 	}
 	if msg > p.nextMsg && !p.joining {
-		p.lost += msg - p.nextMsg // cannot happen on a well-behaved sender
+		p.lost = satAdd(p.lost, msg-p.nextMsg) // cannot happen on a well-behaved sender
 	}
 	p.next += nfrag
 	p.nextMsg = msg + 1
@@ -661,6 +912,9 @@ func (r *receiver) tick(now int64) int64 {
 		}
 		if now-p.statusAt >= r.statusEvery(p) {
 			r.sendStatus(p, now)
+		}
+		if p.ri.n != 0 && now-p.keptAt > int64(c.cfg.SenderTimeout) {
+			p.shrink() // its ring unused for SenderTimeout: free it while empty
 		}
 		gone := now-p.heard > int64(c.cfg.SenderTimeout)
 		done := p.fin && p.contig >= p.high

@@ -207,9 +207,11 @@ func (c *Conn) readConn() error {
 	n, err := c.conn.ReadBatch(x.ms)
 	now := c.now()
 	for i := range x.ms[:n] {
-		if !x.ms[i].Truncated {
-			c.handle(x.ms[i].Buffer[:x.ms[i].N], x.ms[i].Addr, &x.h, now)
+		if x.ms[i].Truncated { // longer than the MTU: no sender of ours
+			c.stats.malformed.Add(1)
+			continue
 		}
+		c.handle(x.ms[i].Buffer[:x.ms[i].N], x.ms[i].Addr, &x.h, now)
 	}
 	return err
 }

@@ -5,7 +5,12 @@ import (
 	"time"
 )
 
-// Stats counts what a reliable conn did. Counters only grow.
+// Stats counts what a reliable conn did. Counters only grow; one that
+// would wrap stays at the largest uint64.
+//
+// Every datagram a receiver drops is counted under one reason:
+// Malformed, Foreign, Own, Duplicates, Overruns, SendersRefused,
+// TooLong, Implausible or Unsolicited.
 type Stats struct {
 	MessagesSent     uint64 // messages written
 	BytesSent        uint64 // their payload bytes
@@ -68,6 +73,39 @@ type Stats struct {
 	// to tell. Nothing else looked at them.
 	Unauthenticated uint64
 	Replayed        uint64
+
+	// SendersRefused counts datagrams of senders not tracked, dropped
+	// because MaxSenders were tracked and none was idle to evict. Such a
+	// sender is remembered (up to 4 MaxSenders of them, at least 64) and,
+	// once admitted, starts at its first datagram refused: what it sent
+	// meanwhile is repaired, or reported lost, never skipped.
+	SendersRefused uint64
+	// SendersEvicted counts idle senders forgotten to admit a new one
+	// (nothing unread, no gap, no NAK pending; the least recently heard
+	// first); one heard again resumes where it was.
+	SendersEvicted uint64
+	// TooLong counts data datagrams of messages with more fragments
+	// than this conn's MaxMessage allows: they are not reassembled, and
+	// the message is reported lost at its place (a *LossError).
+	TooLong uint64
+	// Implausible counts datagrams dropped for numbers no sender sends:
+	// a message number that grows faster than the seq (each message
+	// takes a datagram at least), a fragment of a message that starts
+	// before the next one to read, a window start past the position.
+	Implausible uint64
+	// Unsolicited counts "lost" answers ignored: from a sender not
+	// tracked, or while no NAK of this receiver to it was outstanding.
+	Unsolicited uint64
+	// Own counts datagrams that carry this conn's own QP and session
+	// (its multicast looped back, or forged), dropped.
+	Own uint64
+
+	// Senders is how many senders this conn tracks now (at most
+	// MaxSenders), and RecvWindowBytes what their receive windows take
+	// now: a window grows with what it must keep, up to RecvWindow
+	// datagrams, and is freed when empty and unused for SenderTimeout.
+	Senders         int
+	RecvWindowBytes uint64
 }
 
 type counters struct {
@@ -85,6 +123,19 @@ type counters struct {
 	repairBytes, rateLimited                      atomic.Uint64
 	gapsFilled, repairDelaySum, repairDelayMax    atomic.Uint64 // ns
 	unauthenticated, replayed                     atomic.Uint64
+	sendersRefused, sendersEvicted, tooLong       atomic.Uint64
+	implausible, unsolicited, own                 atomic.Uint64
+}
+
+// satAddCounter adds n to a, staying at the largest uint64 rather than
+// wrapping.
+func satAddCounter(a *atomic.Uint64, n uint64) {
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, satAdd(old, n)) {
+			return
+		}
+	}
 }
 
 // Stats returns a snapshot of the conn's counters.
@@ -107,6 +158,9 @@ func (c *Conn) Stats() Stats {
 		SendersTimedOut: s.sendersTimedOut.Load(), ReceiversTimedOut: s.receiversTimedOut.Load(),
 		Malformed: s.malformed.Load(), Foreign: s.foreign.Load(),
 	}
+	st.SendersRefused, st.SendersEvicted = s.sendersRefused.Load(), s.sendersEvicted.Load()
+	st.TooLong, st.Implausible = s.tooLong.Load(), s.implausible.Load()
+	st.Unsolicited, st.Own = s.unsolicited.Load(), s.own.Load()
 	st.RTT = c.rcv.maxRTT()
 	st.RepairBytes, st.RepairsRateLimited = s.repairBytes.Load(), s.rateLimited.Load()
 	st.GapsFilled = s.gapsFilled.Load()
@@ -115,5 +169,6 @@ func (c *Conn) Stats() Stats {
 	}
 	st.RepairDelayMax = time.Duration(s.repairDelayMax.Load())
 	st.Unauthenticated, st.Replayed = s.unauthenticated.Load(), s.replayed.Load()
+	st.Senders, st.RecvWindowBytes = c.rcv.windows()
 	return st
 }
