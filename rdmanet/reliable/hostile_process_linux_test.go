@@ -744,6 +744,27 @@ func runHostile(t *testing.T, hc hostileCase) {
 
 	if hc.keyed {
 		checkKeyedHostile(t, hc, tx, rx, total, before, timeouts.Load(), res)
+	} else if attack == "senders" || attack == "frag" {
+		// Fake senders are admitted by evicting idle ones (or refused
+		// and counted), never at the real sender's cost; a forged
+		// message too long is not reassembled, and what it displaced of
+		// the real stream is reported lost at its place: no receiver
+		// stalls, and every message is delivered in place or reported.
+		for i, r := range rx {
+			st := r.c.Stats()
+			if r.misplaced.Load() != 0 || r.want.Load() < total {
+				t.Errorf("receiver %d: %d misplaced, at message %d of %d written; stats %+v", i, r.misplaced.Load(), r.want.Load(), total, st)
+			}
+			if n := peers(r.c); n > r.c.cfg.MaxSenders {
+				t.Errorf("receiver %d: %d senders tracked, want at most MaxSenders %d", i, n, r.c.cfg.MaxSenders)
+			}
+			if attack == "senders" && r.realLosses.Load() != 0 {
+				t.Errorf("receiver %d: %d loss reports naming the real sender (%d messages), want none", i, r.realLosses.Load(), r.lostMsgs.Load())
+			}
+			if attack == "frag" && st.TooLong == 0 {
+				t.Errorf("receiver %d: no datagram counted TooLong; stats %+v", i, st)
+			}
+		}
 	}
 	if attack == "naks" && !hc.keyed {
 		// Whatever the NAKs echo, repairs cost no more than their credit:

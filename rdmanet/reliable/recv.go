@@ -47,6 +47,11 @@ type peer struct {
 	// [longStart, longEnd) (longEnd 0: none): it is not kept, and is
 	// reported lost when next reaches it.
 	longStart, longEnd, longMsg uint64
+	// slack: how much further than the seq the message number may have
+	// moved since next, past a message too long (which may have been
+	// forged: what it took may have been many of the sender's
+	// messages); 0 once a message is read.
+	slack uint64
 
 	next, contig, high uint64
 	nextMsg            uint64
@@ -358,7 +363,7 @@ func (p *peer) bytes() int {
 // grows no faster than the seq. A datagram at or past next that starts
 // before it does not fit either (next starts a message).
 func (p *peer) plausible(seq, msg uint64) bool {
-	return seq >= p.next && msg >= p.nextMsg && msg-p.nextMsg <= seq-p.next
+	return seq >= p.next && msg >= p.nextMsg && msg-p.nextMsg <= seq-p.next+p.slack
 }
 
 func (p *peer) slot(seq uint64, stride int) []byte {
@@ -411,7 +416,11 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 		}
 		return
 	}
-	if seq < p.next || p.have(seq) {
+	if seq >= p.longStart && seq < p.longEnd {
+		c.stats.tooLong.Add(1) // its place is taken by a message too long
+		return
+	}
+	if seq < p.next || p.valid(seq) {
 		c.stats.duplicates.Add(1)
 		return
 	}
@@ -458,6 +467,7 @@ func (r *receiver) deliverDirect(p *peer, pl []byte, now int64) {
 	p.next++
 	p.contig = p.next
 	p.nextMsg++
+	p.slack = 0
 	p.joining = false
 	c.stats.direct.Add(1)
 	r.delivered(p, n, n < len(pl), now)
@@ -579,6 +589,14 @@ func (r *receiver) settle(p *peer, now int64) {
 		}
 		p.advance()
 	}
+	if !p.joining && p.headComplete(stride) {
+		// Messages skipped at the head (a message too long ended where
+		// its sender's next one is numbered further on): report them
+		// before the message, at their place.
+		if m := binary.BigEndian.Uint64(p.slot(p.next, stride)[20:]); m > p.nextMsg {
+			p.lost, p.nextMsg = satAdd(p.lost, m-p.nextMsg), m
+		}
+	}
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
 	}
@@ -613,6 +631,7 @@ func (p *peer) skipLong() {
 		p.lost = satAdd(p.lost, n)
 		p.joining = false
 		p.next, p.nextMsg = p.longEnd, p.longMsg+1
+		p.slack = p.longEnd - p.longStart - 1
 	} else if p.next < p.longEnd { // a window start inside it (forged)
 		p.next, p.nextMsg = p.longEnd, max(p.nextMsg, p.longMsg+1)
 	}
@@ -882,6 +901,7 @@ func (p *peer) deliver(b []byte, stride int) (n int, truncated bool) {
 	}
 	p.next += nfrag
 	p.nextMsg = msg + 1
+	p.slack = 0
 	p.joining = false
 	return n, truncated
 }
