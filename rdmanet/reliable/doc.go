@@ -242,7 +242,9 @@
 // datagrams are dropped (Stats.SendersRefused) and its first one
 // remembered; once admitted it starts there, so what it sent meanwhile
 // is repaired or, where it left the sender's window, reported lost: not
-// skipped. Both memories are bounded (4 MaxSenders senders, at least
+// skipped. A sender forgotten after SenderTimeout (silent, not closed)
+// is remembered as an evicted one: heard again, it resumes where it
+// was. These memories are bounded (4 MaxSenders senders, at least
 // 64; the least recently touched is forgotten first): a flood of forged
 // sessions can still push out a real sender's; only authenticated
 // datagrams keep forgers out.

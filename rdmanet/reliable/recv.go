@@ -948,6 +948,12 @@ func (r *receiver) tick(now int64) int64 {
 			}
 			if gone {
 				c.stats.sendersTimedOut.Add(1)
+				if !p.joining && !done {
+					// Heard again (a stall, not a departure), it
+					// resumes where it was: what it sent meanwhile
+					// is repaired or reported lost, not skipped.
+					r.remember(k, memo{seq: p.next, msg: p.nextMsg, at: now, resume: true})
+				}
 			}
 		}
 	}

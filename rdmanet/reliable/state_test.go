@@ -551,3 +551,33 @@ func FuzzReceive(f *testing.F) {
 		last = st
 	})
 }
+
+// A sender forgotten after SenderTimeout and heard again resumes where it
+// was: what it sent meanwhile is repaired or reported lost. Before, it
+// started afresh at the datagram heard, and the messages between were
+// skipped with no LossError (seen under load: a receiver of
+// TestKernelLoss got message 7692 where it wanted 6792).
+func TestSenderTimeoutResumes(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: 200 * time.Millisecond, StatusInterval: 5 * time.Millisecond})
+	raw := rawConn(t, group)
+	got := func(s Stats) uint64 { return s.MessagesReceived + uint64(r.rcv.readyLen()) }
+	send(t, raw, group, r, got, dataDG(21, 0, 0, 0, 1, []byte("m0")))
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	require.Eventually(t, func() bool { return r.Stats().SendersTimedOut == 1 }, 10*time.Second, time.Millisecond)
+	naks := r.Stats().NAKsSent
+	_, err = raw.WriteTo(dataDG(21, 5, 5, 0, 1, []byte("m5")), group)
+	require.NoError(t, err)
+	// The gap (messages 1-4) is NAKed; the forger answers that they
+	// left its window.
+	require.Eventually(t, func() bool { return r.Stats().NAKsSent > naks }, 10*time.Second, time.Millisecond,
+		"no NAK for the messages sent while forgotten")
+	_, err = raw.WriteTo(lostDG(21, 5, 5), group)
+	require.NoError(t, err)
+	requireLoss(t, r, raw.LocalAddr(), 4)
+	b, _, err = readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m5", string(b))
+}
