@@ -246,8 +246,8 @@
 // is remembered as an evicted one: heard again, it resumes where it
 // was. These memories are bounded (4 MaxSenders senders, at least
 // 64; the least recently touched is forgotten first): a flood of forged
-// sessions can still push out a real sender's; only authenticated
-// datagrams keep forgers out.
+// sessions can still push out a real sender's; a keyed group
+// (Config.Key) keeps forgers out.
 //
 // What no sender sends is dropped and counted, never taken: a message
 // number that grows faster than the seq (every message takes a datagram

@@ -9,8 +9,8 @@ import (
 // would wrap stays at the largest uint64.
 //
 // Every datagram a receiver drops is counted under one reason:
-// Malformed, Foreign, Own, Duplicates, Overruns, SendersRefused,
-// TooLong, Implausible or Unsolicited.
+// Malformed, Foreign, Own, Unauthenticated, Replayed, Duplicates,
+// Overruns, SendersRefused, TooLong, Implausible or Unsolicited.
 type Stats struct {
 	MessagesSent     uint64 // messages written
 	BytesSent        uint64 // their payload bytes
