@@ -75,6 +75,29 @@ func runMatrix(t testing.TB, n, count, size int, cfg Config) matrixStats {
 	start := time.Now()
 	sendAll(t, tx, group, rx, count, size, 10*time.Second)
 	m := matrixStats{took: time.Since(start)}
+	// A counter moves after the send it counts returns: a repair (or a
+	// NAK) can be received before its sender counted it. Wait, bounded,
+	// for the senders' counts to cover what was received.
+	rxStats := make([]Stats, n)
+	waitCounts := func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			ts := tx.Stats()
+			ok, naks := true, uint64(0)
+			for i, r := range rx {
+				rxStats[i] = r.Stats()
+				naks += rxStats[i].NAKsSent
+				if rxStats[i].Recovered+rxStats[i].Duplicates > ts.RepairsMulticast+ts.RepairsUnicast {
+					ok = false
+				}
+			}
+			if (ok && ts.NAKsReceived <= naks) || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitCounts()
 	ts := tx.Stats()
 	m.sent, m.repairs, m.suppressed = ts.DatagramsSent, ts.RepairsMulticast+ts.RepairsUnicast, ts.RepairsSuppressed
 	m.naksRecv, m.heartbeats = ts.NAKsReceived, ts.Heartbeats
@@ -82,8 +105,8 @@ func runMatrix(t testing.TB, n, count, size int, cfg Config) matrixStats {
 	nfrag := max((size+tx.frag-1)/tx.frag, 1)
 	require.Equal(t, uint64(count), ts.MessagesSent, "sender: messages sent")
 	require.Equal(t, uint64(count*nfrag), ts.DatagramsSent, "sender: data datagrams sent the first time (%d messages of %d)", count, nfrag)
-	for i, r := range rx {
-		rs := r.Stats()
+	for i := range rx {
+		rs := rxStats[i]
 		m.naks += rs.NAKsSent
 		m.dups += rs.Duplicates
 		m.overruns += rs.Overruns
