@@ -1,3 +1,5 @@
+//go:build linux
+
 // Benchmarks of rdmanet beside what a Go program would otherwise use for
 // multicast: net.UDPConn, and golang.org/x/net/ipv4's batch I/O. Each
 // baseline runs in the same process, on the same loopback interface, in

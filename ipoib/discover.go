@@ -34,8 +34,14 @@ var ErrNoRDMA = infiniband.ErrNoRDMA
 // under root ("/" for the running system; a directory holding a fake
 // sys/class tree for tests). A missing /sys/class/infiniband means no RDMA
 // devices, not an error. On the running system the network interfaces
-// are the caller's network namespace's.
-func Discover(root string) (*System, error) { return infiniband.Discover(root) }
+// are the caller's network namespace's. Off Linux the running system has
+// no sysfs: root "/" (or "") is an error wrapping rdmanet.ErrUnavailable.
+func Discover(root string) (*System, error) {
+	if err := needsLinux(root); err != nil {
+		return nil, err
+	}
+	return infiniband.Discover(root)
+}
 
 // LookupGID finds gid in the GID table of a device's port under root,
 // reading the table only as far as it must: on an Ethernet port the first
@@ -44,12 +50,22 @@ func Discover(root string) (*System, error) { return infiniband.Discover(root) }
 // (rxe has 1024), and each is a file: Discover reads them all, while the
 // entry a bound address uses is usually among the first. ok is false when
 // the table has no such GID; an error means the port's directory could
-// not be read.
+// not be read (off Linux, for root "/", one wrapping
+// rdmanet.ErrUnavailable).
 func LookupGID(root, device string, port int, gid GID) (e GIDEntry, ok bool, err error) {
+	if err := needsLinux(root); err != nil {
+		return GIDEntry{}, false, err
+	}
 	return infiniband.LookupGID(root, device, port, gid)
 }
 
 // LookupNetdev reads one network interface from the sysfs under root,
 // without the RDMA side: Device and Port are left empty (Discover fills
-// them). It fails when the interface does not exist.
-func LookupNetdev(root, name string) (Netdev, error) { return infiniband.LookupNetdev(root, name) }
+// them). It fails when the interface does not exist (and off Linux, for
+// root "/", with an error wrapping rdmanet.ErrUnavailable).
+func LookupNetdev(root, name string) (Netdev, error) {
+	if err := needsLinux(root); err != nil {
+		return Netdev{}, err
+	}
+	return infiniband.LookupNetdev(root, name)
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package rdmanet_test
 
 // The net.PacketConn conformance table: one set of cases run against

@@ -1,3 +1,5 @@
+//go:build linux
+
 package rdmanet_test
 
 // Faults under rdma-core conns in the Soft-RoCE VM (`make test-rxe`): a

@@ -21,7 +21,6 @@ import (
 	"os/signal"
 	"os/user"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
@@ -85,7 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	opt.Heartbeat, opt.DropEvery, opt.Reliable = *heartbeat, *dropEvery, *reliab
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	disp, err := NewDisplay(stdin, stdout)
 	if err != nil {

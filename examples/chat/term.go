@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 )
 
 // Display is where a chat reads lines and shows events.
@@ -29,12 +27,6 @@ type Display interface {
 
 // errQuit ends the input as /quit does (Ctrl-D on an empty line).
 var errQuit = errors.New("quit")
-
-// isTerminal reports whether fd is a terminal.
-func isTerminal(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	return err == nil
-}
 
 // NewDisplay returns a terminal display when stdin and stdout are both
 // terminals, else a pipe display.
@@ -92,42 +84,13 @@ func (p *pipeDisplay) Close() error { return nil }
 type ttyDisplay struct {
 	in     *bufio.Reader
 	out    io.Writer
-	fd     int           // -1: not a terminal (tests)
-	saved  *unix.Termios // to restore
-	width  func() int    // terminal columns
+	fd     int        // -1: not a terminal (tests)
+	saved  *termios   // to restore
+	width  func() int // terminal columns
 	prompt string
 
 	mu   sync.Mutex
 	line []rune
-}
-
-func newTTY(in, out *os.File) (*ttyDisplay, error) {
-	fd := int(in.Fd())
-	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return nil, err
-	}
-	raw := *saved
-	raw.Lflag &^= unix.ICANON | unix.ECHO | unix.IEXTEN
-	raw.Iflag &^= unix.IXON
-	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
-		return nil, err
-	}
-	d := newEditor(in, out)
-	d.fd, d.saved = fd, saved
-	ofd := int(out.Fd())
-	d.width = func() int {
-		ws, err := unix.IoctlGetWinsize(ofd, unix.TIOCGWINSZ)
-		if err != nil || ws.Col == 0 {
-			return 80
-		}
-		return int(ws.Col)
-	}
-	d.mu.Lock()
-	d.redraw()
-	d.mu.Unlock()
-	return d, nil
 }
 
 // newEditor returns the line editor without touching any terminal.
@@ -221,7 +184,7 @@ func (d *ttyDisplay) Close() error {
 	defer d.mu.Unlock()
 	io.WriteString(d.out, "\r\033[K")
 	if d.saved != nil {
-		return unix.IoctlSetTermios(d.fd, unix.TCSETS, d.saved)
+		return restoreTerminal(d.fd, d.saved)
 	}
 	return nil
 }

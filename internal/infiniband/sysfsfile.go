@@ -22,7 +22,7 @@ func readTrim(path string) (string, bool) {
 }
 
 func absent(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENODEV)
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EINVAL) || errors.Is(err, errNoDevice)
 }
 
 func listDir(dir string) ([]string, error) {

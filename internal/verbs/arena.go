@@ -3,8 +3,6 @@ package verbs
 import (
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // Arena is memory allocated outside the Go heap (an anonymous mmap), so it
@@ -22,7 +20,7 @@ func NewArena(size int) (*Arena, error) {
 	}
 	pg := os.Getpagesize()
 	size = (size + pg - 1) &^ (pg - 1)
-	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := mmapAnon(size)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: mmap arena of %d bytes: %w", size, err)
 	}
@@ -43,7 +41,7 @@ func (a *Arena) Free() error {
 	if a.buf == nil {
 		return nil
 	}
-	err := unix.Munmap(a.buf)
+	err := munmap(a.buf)
 	a.buf = nil
 	return err
 }

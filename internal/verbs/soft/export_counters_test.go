@@ -1,3 +1,5 @@
+//go:build linux
+
 package soft
 
 // ParseUDPMIB parses /proc/net/snmp text and returns the UDP MIB by nstat

@@ -1,3 +1,5 @@
+//go:build linux
+
 package soft
 
 // cutRuns cuts a batch of datagrams into GSO runs, the way the kernel's

@@ -64,7 +64,7 @@ func recvfromOne(fd int, m *mmsghdr, flags int) (int, error) {
 			return 0, e
 		}
 		m.Hdr.Namelen = nl
-		if uint64(n) > iov.Len {
+		if uint64(n) > uint64(iov.Len) {
 			n = uintptr(iov.Len)
 			m.Hdr.Flags |= unix.MSG_TRUNC
 		}

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -198,7 +197,7 @@ func (a *Agent) start(req StartRequest) (Result, error) {
 	p.cmd.Dir = req.Dir
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	// Its own process group, so that Stop reaches what it started too.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = ownProcessGroup()
 	if req.Stdin {
 		w, err := p.cmd.StdinPipe()
 		if err != nil {
@@ -284,11 +283,11 @@ func stopProc(p *proc) {
 	if p.cmd.Process == nil {
 		return
 	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+	signalGroup(p.cmd.Process, false)
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		signalGroup(p.cmd.Process, true)
 		<-p.done
 	}
 }

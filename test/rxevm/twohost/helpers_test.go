@@ -1,3 +1,5 @@
+//go:build linux
+
 package twohost
 
 // The helper roles: this test binary, run on the peer VM by its agent with
