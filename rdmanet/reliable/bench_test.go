@@ -1,3 +1,5 @@
+//go:build linux
+
 package reliable
 
 // Benchmarks of the reliable conn beside the plain *rdmanet.Conn it runs
