@@ -9,7 +9,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"time"
 )
 
 // percentile returns the p-th percentile (0 < p <= 100) of sorted by the
@@ -156,5 +155,3 @@ func sortedCopy(lat []int64) []int64 {
 	slices.Sort(s)
 	return s
 }
-
-func seconds(d time.Duration) float64 { return d.Seconds() }

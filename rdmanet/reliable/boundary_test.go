@@ -40,12 +40,11 @@ func dropKind(lose func(h *header) bool) func([]byte) bool {
 // knows the stream's head (seq 0) before it arrives.
 func TestOneDatagramLostAtBoundary(t *testing.T) {
 	type tc struct {
-		name        string
-		count       int
-		size        func(frag int) int
-		lose        func(frag int, count int) uint64 // the seq to lose
-		flowMax     bool                             // FlowMax with FromWindowStart: the head of a sender heard late
-		wantRecover uint64
+		name    string
+		count   int
+		size    func(frag int) int
+		lose    func(frag int, count int) uint64 // the seq to lose
+		flowMax bool                             // FlowMax with FromWindowStart: the head of a sender heard late
 	}
 	one := func(int) int { return 100 }
 	two := func(frag int) int { return frag + frag/2 }

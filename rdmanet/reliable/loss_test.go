@@ -44,12 +44,12 @@ func TestKernelLoss(t *testing.T) {
 }
 
 type matrixStats struct {
-	took                   time.Duration
-	naks, repairs, dups    uint64
-	suppressed, lostDgrams uint64
-	sent, naksRecv         uint64
-	overruns, heartbeats   uint64
-	recovered              uint64 // the most datagrams one receiver got by repair
+	took                 time.Duration
+	naks, repairs, dups  uint64
+	suppressed           uint64
+	sent, naksRecv       uint64
+	overruns, heartbeats uint64
+	recovered            uint64 // the most datagrams one receiver got by repair
 }
 
 func (m matrixStats) String() string {

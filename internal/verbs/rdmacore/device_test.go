@@ -184,9 +184,7 @@ func TestDeviceDevices(t *testing.T) {
 	sp := sys.Port(d.name, 1)
 	require.NotNil(t, sp)
 	var gids []infiniband.GIDEntry
-	for _, e := range sp.GIDs {
-		gids = append(gids, e)
-	}
+	gids = append(gids, sp.GIDs...)
 	assert.Equal(t, gids, port.GIDs)
 	assert.Contains(t, sp.Netdevs, port.Netdev)
 	if port.LinkLayer == infiniband.LinkLayerEthernet {
