@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
@@ -117,7 +116,7 @@ func (c *Conn) reaped(n int) {
 // sendFailedLater counts a send's error completion and keeps the first
 // one pending; wr.mu is held.
 func (c *Conn) sendFailedLater(wc *verbs.WC) {
-	errno := syscall.Errno(wc.Errno)
+	errno := sysErrno(wc.Errno)
 	c.countSendError(sendReasonOf(errno))
 	if c.wr.pending != nil {
 		return
@@ -160,7 +159,7 @@ func (c *Conn) takePending() error {
 // sendErrorOf is err as a write returns it: the kernel's EMSGSIZE is also
 // ErrMessageTooLong.
 func sendErrorOf(err error) error {
-	if errno, ok := kernelSendErrno(err); ok && errno == syscall.EMSGSIZE {
+	if errno, ok := kernelSendErrno(err); ok && errno == errEMSGSIZE {
 		return &kernelMsgSizeError{err}
 	}
 	return err
@@ -181,7 +180,7 @@ func (c *Conn) sendFailedNow(err error) error {
 // made (no route: the provider's errno, ENETUNREACH, EHOSTUNREACH, ...) and
 // returns the error the write returns.
 func (c *Conn) ahFailed(err error) error {
-	var errno syscall.Errno
+	var errno sysErrno
 	if errors.As(err, &errno) && errno != 0 {
 		c.countSendError(sendReasonOf(errno))
 	}
@@ -432,7 +431,7 @@ func (c *Conn) checkSize(n int) error {
 // is sent. Zero-length datagrams are allowed.
 //
 // Errors are *net.OpError values, as net.UDPConn's. A datagram the kernel
-// refuses returns its errno (errors.Is(err, syscall.ENETUNREACH),
+// refuses returns its errno (errors.Is(err, errENETUNREACH),
 // EMSGSIZE, EPERM, ENOBUFS, ...); a unicast peer with no route fails when
 // its address handle is made, at the first write to it. A failure known
 // only later (see ErrEarlierSendFailed) is returned by the next write,

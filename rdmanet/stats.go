@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
@@ -133,19 +132,19 @@ const (
 
 // sendReasonOf says why a send failed: by its errno, or an error
 // completion without one.
-func sendReasonOf(errno syscall.Errno) sendReason {
+func sendReasonOf(errno sysErrno) sendReason {
 	switch errno {
 	case 0:
 		return reasonCompletion
-	case syscall.EMSGSIZE:
+	case errEMSGSIZE:
 		return reasonMessageTooLong
-	case syscall.ENETUNREACH:
+	case errENETUNREACH:
 		return reasonNetUnreachable
-	case syscall.EHOSTUNREACH, syscall.ETIMEDOUT: // ETIMEDOUT: no neighbour answered (ibv_create_ah on RoCE)
+	case errEHOSTUNREACH, errETIMEDOUT: // ETIMEDOUT: no neighbour answered (ibv_create_ah on RoCE)
 		return reasonHostUnreachable
-	case syscall.EPERM, syscall.EACCES:
+	case errEPERM, errEACCES:
 		return reasonNotPermitted
-	case syscall.ENOBUFS:
+	case errENOBUFS:
 		return reasonNoBuffers
 	}
 	return reasonOther
@@ -154,9 +153,9 @@ func sendReasonOf(errno syscall.Errno) sendReason {
 // kernelSendErrno is the errno of a send the kernel refused: err wraps an
 // *os.SyscallError (sendto, sendmmsg, or the connect of an address
 // handle's route lookup) with an errno. ok is false for any other error.
-func kernelSendErrno(err error) (syscall.Errno, bool) {
+func kernelSendErrno(err error) (sysErrno, bool) {
 	var se *os.SyscallError
-	var errno syscall.Errno
+	var errno sysErrno
 	if errors.As(err, &se) && errors.As(se.Err, &errno) && errno != 0 {
 		return errno, true
 	}
