@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +16,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// pubsub runs a publisher and subs subscribers in this process, on the
-// software backend over loopback, and returns each subscriber's output
-// and the publisher's.
+// Outside the rxe VM the tests run on the software backend over
+// loopback; inside it (RDMANET_TEST_DEVICE names the device) on
+// rdma-core bound to RDMANET_TEST_ADDR: the software backend cannot bind
+// UDP 4791 beside the kernel's rxe.
+var (
+	testDevice = os.Getenv("RDMANET_TEST_DEVICE")
+	testAddr   = os.Getenv("RDMANET_TEST_ADDR")
+)
+
+// pubsub runs a publisher and subs subscribers in this process and
+// returns each subscriber's output and the publisher's.
 func pubsub(t *testing.T, group string, subs int, opt options) (subOut []string, pubOut string) {
 	t.Helper()
 	opt.Group = &net.UDPAddr{IP: net.ParseIP(group)}
 	opt.Backend = "software"
+	if testDevice != "" {
+		opt.Backend, opt.Bind = "rdma-core", net.ParseIP(testAddr)
+	}
 	opt.Subscribers = subs
 	opt.Wait = 30 * time.Second
 	// Generous: the machine may be loaded. A subscriber that does not
@@ -56,7 +69,11 @@ func TestPubSub(t *testing.T) {
 	for i, out := range subs {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		require.Len(t, lines, 12, "subscriber %d: want a header, 10 messages and a summary:\n%s", i, out)
-		assert.Regexp(t, `^subscribed to 239\.255\.78\.1: software backend, sw-lo \(lo\), MTU \d+$`, lines[0])
+		head := `^subscribed to 239\.255\.78\.1: software backend, sw-lo \(lo\), MTU \d+$`
+		if testDevice != "" {
+			head = `^subscribed to 239\.255\.78\.1: rdma-core backend, ` + regexp.QuoteMeta(testDevice) + ` \(\S+\), MTU \d+$`
+		}
+		assert.Regexp(t, head, lines[0])
 		for m := 1; m <= 10; m++ {
 			want := fmt.Sprintf("message %d (%d bytes) from ", m, len(fmt.Sprint("message ", m)))
 			assert.True(t, strings.HasPrefix(lines[m], want), "subscriber %d line %d: got %q, want %q...", i, m, lines[m], want)
