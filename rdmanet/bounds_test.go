@@ -55,6 +55,11 @@ func TestListenConfigBounds(t *testing.T) {
 		{"SendDepth over the device", func(lc *rdmanet.ListenConfig) { lc.SendDepth = 1 << 30 }, []string{"rdmanet: ListenConfig.SendDepth 1073741824 is over the device's limit ", "(max_qp_wr of "}},
 	} {
 		err := listenErr(t, tc.mod)
+		if tc.name == "MaxInline 4096" && testDevice != "" && err != nil {
+			// A device may take less (rxe: EINVAL): the error names the field.
+			assert.ErrorContains(t, err, "ListenConfig.MaxInline 4096 is more than "+testDevice+" takes for inline sends", tc.name)
+			continue
+		}
 		if tc.want == nil {
 			assert.NoError(t, err, tc.name)
 			continue

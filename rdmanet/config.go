@@ -2,6 +2,7 @@ package rdmanet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"net"
@@ -174,7 +175,7 @@ func (lc *ListenConfig) withDefaults() ListenConfig {
 		c.QKey = verbs.DefaultQKey
 	}
 	if c.MaxInline == 0 {
-		c.MaxInline = 256
+		c.MaxInline = defaultMaxInline
 	}
 	if env := os.Getenv(EnvBackend); env != "" {
 		c.Backend = env
@@ -293,8 +294,28 @@ func (c *Conn) explainCreateQP(err error) error {
 			return &depthLimitError{"SendDepth", c.cfg.SendDepth, d.MaxQPWR, d.Name, err}
 		}
 	}
+	if c.cfg.MaxInline > defaultMaxInline && errors.Is(err, errEINVAL) {
+		// The device's inline limit is not reported before a QP asks
+		// for it (rxe refuses 4096 with EINVAL).
+		return &inlineLimitError{c.cfg.MaxInline, c.local.Device, err}
+	}
 	return err
 }
+
+// defaultMaxInline is ListenConfig.MaxInline's default.
+const defaultMaxInline = 256
+
+// inlineLimitError is a MaxInline the device refused when creating the QP.
+type inlineLimitError struct {
+	size   int
+	device string
+	err    error
+}
+
+func (e *inlineLimitError) Error() string {
+	return fmt.Sprintf("rdmanet: ListenConfig.MaxInline %d is more than %s takes for inline sends (the default is %d): %v", e.size, e.device, defaultMaxInline, e.err)
+}
+func (e *inlineLimitError) Unwrap() error { return e.err }
 
 // checkRings bounds the rings' mapped memory once the MTU is known:
 // RecvDepth slots of MTU+40 (rounded up to 64) and SendDepth of MTU, each

@@ -18,4 +18,5 @@ const (
 	errEPERM        sysErrno = 1
 	errEACCES       sysErrno = 13
 	errENOBUFS      sysErrno = 105
+	errEINVAL       sysErrno = 22
 )

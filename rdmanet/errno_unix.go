@@ -17,4 +17,5 @@ const (
 	errEPERM        = syscall.EPERM
 	errEACCES       = syscall.EACCES
 	errENOBUFS      = syscall.ENOBUFS
+	errEINVAL       = syscall.EINVAL
 )
