@@ -1,7 +1,6 @@
 package reliable
 
 import (
-	"context"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -154,11 +153,7 @@ func TestRepairOncePerLoss(t *testing.T) {
 func TestRepairIntervalAnyEcho(t *testing.T) {
 	group := newGroup()
 	tx := listenT(t, group, Config{RepairInterval: time.Second, RepairShare: -1})
-	lc := testListenConfig()
-	lc.DisableLoopback = true
-	nc, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
-	require.NoError(t, err)
-	defer nc.Close()
+	nc := rawConn(t, group) // the NAKs' sender
 	const count = 64
 	b := make([]byte, 64)
 	for i := range uint64(count) {
@@ -198,17 +193,13 @@ func TestRepairIntervalAnyEcho(t *testing.T) {
 }
 
 // A NAK pays for the repairs it causes: an unpadded NAK for the whole
-// window, sent 200 times with every echo, makes the sender resend at
-// most nakPays times its bytes; a padded one for the same datagrams gets
-// them all.
+// window, sent 200 times with random echoes, makes the sender resend at
+// most nakPays times its bytes; one padded to an MTU gets nakPays
+// datagrams of an MTU.
 func TestNAKPaysForRepairs(t *testing.T) {
 	group := newGroup()
 	tx := listenT(t, group, Config{RepairInterval: time.Second, RepairShare: -1})
-	lc := testListenConfig()
-	lc.DisableLoopback = true
-	nc, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
-	require.NoError(t, err)
-	defer nc.Close()
+	nc := rawConn(t, group) // the NAKs' sender
 	const count = 64
 	b := make([]byte, tx.frag) // one datagram of an MTU each
 	for i := range uint64(count) {
