@@ -32,6 +32,7 @@
 //	  -run REGEXP    passed to go test -run
 //	  -short         passed to go test
 //	  -kinds cmp,lit,counter,errret
+//	  -files REGEXP  only the files whose base name matches (e.g. '^(qp|cq)')
 //	  -netns=true    run the tests inside unshare -n
 //	  -list          list the mutants, run nothing
 //
@@ -55,6 +56,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,12 +103,15 @@ func main() {
 	kinds := flag.String("kinds", "cmp,lit,counter,errret", "mutation kinds")
 	netns := flag.Bool("netns", true, "run the tests inside unshare -n with lo up")
 	list := flag.Bool("list", false, "list the mutants, run nothing")
+	files := flag.String("files", "", "only the files whose base name matches this regexp")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] ./pkg ...")
 		os.Exit(2)
 	}
 	root, err := moduleRoot()
+	check(err)
+	fileRE, err := regexp.Compile(*files)
 	check(err)
 	want := map[string]bool{}
 	for _, k := range strings.Split(*kinds, ",") {
@@ -129,7 +134,7 @@ func main() {
 	var sums []summary
 	for _, pkg := range flag.Args() {
 		dir := filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(pkg, "./")))
-		ms, err := mutants(root, dir, want)
+		ms, err := mutants(root, dir, fileRE, want)
 		check(err)
 		total := len(ms)
 		if *n > 0 && len(ms) > *n {
@@ -232,8 +237,9 @@ func copyModule(root, dst string) error {
 }
 
 // mutants lists the mutants of the non-test Go files of dir that the
-// build (this GOOS/GOARCH, cgo as configured) compiles.
-func mutants(root, dir string, want map[string]bool) ([]mutant, error) {
+// build (this GOOS/GOARCH, cgo as configured) compiles and whose base
+// name files matches.
+func mutants(root, dir string, files *regexp.Regexp, want map[string]bool) ([]mutant, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -241,7 +247,7 @@ func mutants(root, dir string, want map[string]bool) ([]mutant, error) {
 	var ms []mutant
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || !files.MatchString(name) {
 			continue
 		}
 		if ok, err := build.Default.MatchFile(dir, name); err != nil || !ok {
