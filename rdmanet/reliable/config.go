@@ -10,13 +10,13 @@ import (
 type FlowControl int
 
 const (
-	// FlowMax (the default): a sender never waits. A receiver that falls
-	// a window behind loses what left the window, and is told so with a
-	// *LossError.
+	// FlowMax, the default, never makes a sender wait. A receiver that
+	// falls a window behind loses what left the window, and is told so
+	// with a *LossError.
 	FlowMax FlowControl = iota
-	// FlowMin: receivers report their position (status messages) and a
-	// write waits, bounded by the write deadline, while the slowest live
-	// receiver is a window behind. A receiver silent for ReceiverTimeout
+	// FlowMin makes a write wait, bounded by the write deadline, while the
+	// slowest live receiver is a window behind; receivers report their
+	// position in status messages. A receiver silent for ReceiverTimeout
 	// stops holding the sender back.
 	FlowMin
 )
@@ -44,8 +44,8 @@ func (f FlowControl) String() string {
 type Config struct {
 	// MaxMessage is the longest message a write may carry (default
 	// 64 KiB, like UDP). Messages longer than a datagram are cut into
-	// fragments of MTU()-28 bytes and reassembled by receivers. At most 65535 fragments (65535 ×
-	// (MTU()-28) bytes: 63 MiB at MTU 1024).
+	// fragments of MTU()-28 bytes and reassembled by receivers. At most
+	// 65535 fragments (65535 × (MTU()-28) bytes: 63 MiB at MTU 1024).
 	MaxMessage int
 	// Window is how many datagrams a sender keeps for repair (default
 	// 4096). It bounds how far a receiver may fall behind before losing
@@ -71,8 +71,8 @@ type Config struct {
 	// InitialRTT seeds the round-trip estimate before the first repair is
 	// timed (default 50 µs). From 1 µs to 1 s.
 	InitialRTT time.Duration
-	// RepairLinger: after a datagram is repaired, no NAK for it is
-	// answered for this long (default 20 µs). Past it, a NAK sent before
+	// RepairLinger is how long, after a datagram is repaired, NAKs for it
+	// go unanswered (default 20 µs). Past it, a NAK sent before
 	// its receiver heard the repair (the transmission number it echoes
 	// is older) is not answered either: the repair is on its way to
 	// everyone who missed it. With UnicastRepair, NAKs are held for two
@@ -91,8 +91,8 @@ type Config struct {
 	// an idle sender sends at most 1000 heartbeats a second.
 	HeartbeatInterval time.Duration
 	HeartbeatMax      time.Duration
-	// SenderTimeout: a sender not heard from for this long is forgotten
-	// (default 1 s). From 1 ms to 1 h; keep it well over the senders'
+	// SenderTimeout is how long a sender may go unheard before it is
+	// forgotten (default 1 s). From 1 ms to 1 h; keep it well over the senders'
 	// HeartbeatMax (an idle sender is heard only by its heartbeats).
 	SenderTimeout time.Duration
 
@@ -106,8 +106,9 @@ type Config struct {
 	// Close, and otherwise every ReceiverTimeout/4 (at least
 	// StatusInterval), to stay known. From 100 µs to 1 h.
 	StatusInterval time.Duration
-	// ReceiverTimeout: a receiver whose status is not heard for this long
-	// no longer holds back a FlowMin sender or Close (default 500 ms).
+	// ReceiverTimeout is how long a receiver's status may go unheard
+	// before it stops holding back a FlowMin sender or Close (default
+	// 500 ms).
 	// From 1 ms to 1 h; keep it well over the receivers' StatusInterval.
 	ReceiverTimeout time.Duration
 
@@ -120,8 +121,8 @@ type Config struct {
 	// position.
 	FromWindowStart bool
 
-	// RepairInterval: a sender resends a datagram at most once per this
-	// interval, whatever the NAKs that ask for it echo (default 250 µs).
+	// RepairInterval is the least time between two resends of one
+	// datagram, whatever the NAKs that ask for it echo (default 250 µs).
 	// A receiver that lost the repair asks again after its retry timeout
 	// and is answered once the interval has passed.
 	RepairInterval time.Duration
@@ -133,7 +134,7 @@ type Config struct {
 	// (Stats.RepairsRateLimited) and its receiver asks again later. The
 	// default serves independent 1% loss at 64 receivers (a multicast
 	// repair for each datagram any of them lost: 47% of the datagrams).
-	// Negative: no bound.
+	// A negative RepairShare sets no bound.
 	RepairShare float64
 
 	// Key, when set, authenticates the group (16 to 64 bytes, shared by
