@@ -33,6 +33,7 @@
 //	  -short         passed to go test
 //	  -kinds cmp,lit,counter,errret
 //	  -files REGEXP  only the files whose base name matches (e.g. '^(qp|cq)')
+//	  -match REGEXP  only the sampled mutants whose printed line matches
 //	  -netns=true    run the tests inside unshare -n
 //	  -list          list the mutants, run nothing
 //
@@ -104,6 +105,7 @@ func main() {
 	netns := flag.Bool("netns", true, "run the tests inside unshare -n with lo up")
 	list := flag.Bool("list", false, "list the mutants, run nothing")
 	files := flag.String("files", "", "only the files whose base name matches this regexp")
+	match := flag.String("match", "", "of the sample, only the mutants whose printed line matches this regexp")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] ./pkg ...")
@@ -112,6 +114,8 @@ func main() {
 	root, err := moduleRoot()
 	check(err)
 	fileRE, err := regexp.Compile(*files)
+	check(err)
+	matchRE, err := regexp.Compile(*match)
 	check(err)
 	want := map[string]bool{}
 	for _, k := range strings.Split(*kinds, ",") {
@@ -129,6 +133,7 @@ func main() {
 	type summary struct {
 		pkg                       string
 		killed, survived, noBuild int
+		timedOut                  int // of killed
 		survivors                 []mutant
 	}
 	var sums []summary
@@ -148,6 +153,15 @@ func main() {
 				return ms[i].off < ms[j].off
 			})
 		}
+		if *match != "" {
+			var kept []mutant
+			for _, m := range ms {
+				if matchRE.MatchString(m.String()) {
+					kept = append(kept, m)
+				}
+			}
+			ms = kept
+		}
 		fmt.Printf("== %s: %d mutants, %d to run\n", pkg, total, len(ms))
 		s := summary{pkg: pkg}
 		for i, m := range ms {
@@ -161,6 +175,9 @@ func main() {
 			switch o {
 			case killed:
 				s.killed++
+				if strings.HasSuffix(detail, "timed out") { // ours, or go test -timeout
+					s.timedOut++
+				}
 				fmt.Printf("[%d/%d] KILLED   %v (%v%s)\n", i+1, len(ms), m, took, detail)
 			case survived:
 				s.survived++
@@ -182,7 +199,7 @@ func main() {
 		if k := s.killed + s.survived; k > 0 {
 			eff = fmt.Sprintf("%.0f%%", 100*float64(s.killed)/float64(k))
 		}
-		fmt.Printf("%-24s killed %3d  survived %3d  not built %3d  efficacy %s\n", s.pkg, s.killed, s.survived, s.noBuild, eff)
+		fmt.Printf("%-24s killed %3d (%d timed out)  survived %3d  not built %3d  efficacy %s\n", s.pkg, s.killed, s.timedOut, s.survived, s.noBuild, eff)
 		for _, m := range s.survivors {
 			fmt.Printf("    survivor: %v\n", m)
 		}
@@ -426,10 +443,14 @@ func runMutant(work, pkg string, m mutant, timeout time.Duration, run string, sh
 		return survived, ""
 	}
 	if ctx.Err() != nil {
-		return killed, ", timed out"
+		return killed, timedOutDetail
 	}
 	return killed, ", " + firstFailure(out)
 }
+
+// timedOutDetail marks a kill by the outer timeout: on a loaded machine
+// that may be load, not the mutant; rerun such ones with -match.
+const timedOutDetail = ", timed out"
 
 // firstFailure names the first failing test in go test's output.
 func firstFailure(out []byte) string {
