@@ -165,89 +165,146 @@ func (c *eventChannel) Next() (verbs.Event, bool, error) {
 // netpoller, between looks at ctx.
 const joinPoll = 50 * time.Millisecond
 
-func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (verbs.Membership, error) {
-	verb := "rdma_join_multicast_ex"
-	if err := d.check(verb); err != nil {
-		return verbs.Membership{}, err
+// joinWaiter is what Join sleeps on between looks at the event channel.
+type joinWaiter interface {
+	wait(time.Duration) error
+	close()
+}
+
+// newJoinWait makes a Join's joinWaiter on the event channel's fd (a
+// cmWait); tests replace it to make the waits fail.
+var newJoinWait = func(fd int) (joinWaiter, error) {
+	cw, err := newCMWait(fd)
+	if err != nil {
+		return nil, err
 	}
-	d.mu.Lock()
-	q := d.qp
-	d.mu.Unlock()
-	if q == nil {
-		return verbs.Membership{}, fmt.Errorf("%s: create the QP before joining: %w", verb, unix.EINVAL)
-	}
-	if d.maxMcast == 0 {
-		return verbs.Membership{}, fmt.Errorf("%s: %s has max_mcast_grp 0: no multicast on this device: %w",
-			verb, d.local.Device, verbs.ErrNotSupported)
-	}
-	if groupIsIPv6(g) && d.local.GIDType == infiniband.GIDTypeRoCEv2 {
-		return verbs.Membership{}, errIPv6RoCEv2(verb)
-	}
-	sa, err := groupSockaddr(g, d.local.LinkLayer)
+	return cw, nil
+}
+
+// Join joins g in four steps: the checks (joinable), the post
+// (postJoin), the wait for its event (awaitJoin) and the membership the
+// event gives (membership). Its pending entry goes, and a posted join
+// that does not end in a membership leaves the group, in one deferred
+// cleanup.
+func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (m verbs.Membership, err error) {
+	const verb = "rdma_join_multicast_ex"
+	sa, err := d.joinable(verb, g)
 	if err != nil {
 		return verbs.Membership{}, err
 	}
-
-	cw, err := newCMWait(d.chFd) // waits in the netpoller (wait.go)
+	cw, err := newJoinWait(d.chFd) // waits in the netpoller (wait.go)
 	if err != nil {
 		return verbs.Membership{}, fmt.Errorf("%s: %w", verb, err)
 	}
 	defer cw.close()
 
-	d.cmMu.Lock()
-	d.nextTag++
-	tag := d.nextTag
-	res := &joinResult{}
-	d.pending[tag] = res
-	d.cmMu.Unlock()
-
-	sendOnly := C.int(0)
-	if opt.SendOnly {
-		sendOnly = 1
-	}
-	if e := C.rn_join(d.cm, unsafe.Pointer(&sa.b[0]), sendOnly, C.uintptr_t(tag)); e != 0 {
-		d.cmMu.Lock()
-		delete(d.pending, tag)
-		d.cmMu.Unlock()
-		errno := unix.Errno(e)
-		switch {
-		case (errno == enotsupp || errno == unix.EOPNOTSUPP) && groupIsIPv6(g):
-			return verbs.Membership{}, errIPv6RoCEv2(verb)
-		case errno == enotsupp || errno == unix.EOPNOTSUPP:
-			return verbs.Membership{}, fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrNotSupported)
-		case errno == unix.ENODEV:
-			d.removed.Store(true)
-			return verbs.Membership{}, fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrDeviceRemoved)
+	tag, res := d.addPending()
+	posted := false
+	defer func() {
+		d.dropPending(tag) // gone already if pump delivered the event
+		if posted && err != nil {
+			// librdmacm holds the group until it is left, whether the
+			// event came (an error) or not (given up on).
+			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
 		}
-		return verbs.Membership{}, fmt.Errorf("%s: %w", verb, errno)
+	}()
+	if err := d.postJoin(verb, g, &sa, opt.SendOnly, tag); err != nil {
+		return verbs.Membership{}, err
 	}
+	posted = true
+	if err := d.awaitJoin(ctx, verb, cw, res); err != nil {
+		return verbs.Membership{}, err
+	}
+	if m, err = d.membership(verb, g, opt, &res.ev); err != nil {
+		return verbs.Membership{}, err
+	}
+	d.mu.Lock()
+	d.groups[m.MGID] = &group{sa: sa, tag: tag, sendOnly: opt.SendOnly}
+	d.mu.Unlock()
+	return m, nil
+}
 
+// joinable checks that the ID can join g (a QP, a device with multicast,
+// a group rdma_cm takes on this link) and returns the group's address.
+func (d *id) joinable(verb string, g verbs.Group) (sockaddr, error) {
+	if err := d.check(verb); err != nil {
+		return sockaddr{}, err
+	}
+	d.mu.Lock()
+	q := d.qp
+	d.mu.Unlock()
+	if q == nil {
+		return sockaddr{}, fmt.Errorf("%s: create the QP before joining: %w", verb, unix.EINVAL)
+	}
+	if d.maxMcast == 0 {
+		return sockaddr{}, fmt.Errorf("%s: %s has max_mcast_grp 0: no multicast on this device: %w",
+			verb, d.local.Device, verbs.ErrNotSupported)
+	}
+	if groupIsIPv6(g) && d.local.GIDType == infiniband.GIDTypeRoCEv2 {
+		return sockaddr{}, errIPv6RoCEv2(verb)
+	}
+	return groupSockaddr(g, d.local.LinkLayer)
+}
+
+// addPending gives a join its tag and the entry pump leaves its outcome
+// in; dropPending removes the entry.
+func (d *id) addPending() (uint64, *joinResult) {
+	d.cmMu.Lock()
+	defer d.cmMu.Unlock()
+	d.nextTag++
+	res := &joinResult{}
+	d.pending[d.nextTag] = res
+	return d.nextTag, res
+}
+
+func (d *id) dropPending(tag uint64) {
+	d.cmMu.Lock()
+	delete(d.pending, tag)
+	d.cmMu.Unlock()
+}
+
+// postJoin posts the join (rdma_join_multicast_ex) with its tag.
+func (d *id) postJoin(verb string, g verbs.Group, sa *sockaddr, sendOnly bool, tag uint64) error {
+	so := C.int(0)
+	if sendOnly {
+		so = 1
+	}
+	e := C.rn_join(d.cm, unsafe.Pointer(&sa.b[0]), so, C.uintptr_t(tag))
+	if e == 0 {
+		return nil
+	}
+	errno := unix.Errno(e)
+	switch {
+	case refusesIPv6(errno, g):
+		return errIPv6RoCEv2(verb)
+	case isNotSupp(errno):
+		return fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrNotSupported)
+	case errno == unix.ENODEV:
+		d.removed.Store(true)
+		return fmt.Errorf("%s: %w (%w)", verb, errno, verbs.ErrDeviceRemoved)
+	}
+	return fmt.Errorf("%s: %w", verb, errno)
+}
+
+// awaitJoin reads the event channel until pump has left the join's
+// outcome in res, sleeping on cw between looks, at most joinPoll at a
+// time so that ctx is seen. It fails when reading or waiting for the
+// channel fails, the device is removed, or ctx is done.
+func (d *id) awaitJoin(ctx context.Context, verb string, cw joinWaiter, res *joinResult) error {
 	for {
 		d.cmMu.Lock()
 		err := d.pump()
 		done := res.done
-		if !done && err != nil {
-			delete(d.pending, tag)
-		}
 		d.cmMu.Unlock()
-		if done {
-			break
-		}
-		if err == nil && d.removed.Load() {
-			err = fmt.Errorf("%s: %w", verb, verbs.ErrDeviceRemoved)
-		}
-		if err == nil {
-			err = ctx.Err()
-			if err != nil {
-				err = fmt.Errorf("%s: waiting for MULTICAST_JOIN: %w", verb, err)
-			}
-		}
-		if err != nil {
-			d.cmMu.Lock()
-			delete(d.pending, tag)
-			d.cmMu.Unlock()
-			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
-			return verbs.Membership{}, err
+		switch {
+		case done:
+			return nil
+		case err != nil:
+			return err
+		case d.removed.Load():
+			return fmt.Errorf("%s: %w", verb, verbs.ErrDeviceRemoved)
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: waiting for MULTICAST_JOIN: %w", verb, ctx.Err())
 		}
 		wait := joinPoll
 		if dl, ok := ctx.Deadline(); ok {
@@ -256,47 +313,55 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (ve
 			}
 		}
 		if err := cw.wait(wait); err != nil {
-			C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
-			return verbs.Membership{}, fmt.Errorf("%s: wait for the event channel: %w", verb, err)
+			return fmt.Errorf("%s: wait for the event channel: %w", verb, err)
 		}
 	}
+}
 
-	ev := res.ev
+// cmEventNames names the events that end a join other than
+// MULTICAST_JOIN.
+var cmEventNames = map[C.int]string{
+	C.RN_RDMA_CM_EVENT_MULTICAST_ERROR: "MULTICAST_ERROR",
+	C.RN_RDMA_CM_EVENT_UNREACHABLE:     "UNREACHABLE",
+	C.RN_RDMA_CM_EVENT_ADDR_ERROR:      "ADDR_ERROR",
+}
+
+// membership is the membership a MULTICAST_JOIN gives, or the error of
+// the event that ended the join instead.
+func (d *id) membership(verb string, g verbs.Group, opt verbs.JoinOptions, ev *C.struct_rn_cm_event) (verbs.Membership, error) {
 	if ev.event != C.RN_RDMA_CM_EVENT_MULTICAST_JOIN {
-		// librdmacm still holds the group: release it.
-		C.rn_leave(d.cm, unsafe.Pointer(&sa.b[0]))
-		name := map[C.int]string{
-			C.RN_RDMA_CM_EVENT_MULTICAST_ERROR: "MULTICAST_ERROR",
-			C.RN_RDMA_CM_EVENT_UNREACHABLE:     "UNREACHABLE",
-			C.RN_RDMA_CM_EVENT_ADDR_ERROR:      "ADDR_ERROR",
-		}[ev.event]
 		st := ev.status
 		if st < 0 {
 			st = -st
 		}
 		errno := unix.Errno(st)
-		if (errno == enotsupp || errno == unix.EOPNOTSUPP) && groupIsIPv6(g) {
+		if refusesIPv6(errno, g) {
 			return verbs.Membership{}, errIPv6RoCEv2(verb)
 		}
 		if ev.event == C.RN_RDMA_CM_EVENT_MULTICAST_ERROR && ev.status == -1 && !opt.SendOnly {
 			return verbs.Membership{}, d.attachError(verb, g)
 		}
-		return verbs.Membership{}, fmt.Errorf("%s: %s (status %d: %v) joining %s", verb, name, int(ev.status), errno, groupString(g))
+		return verbs.Membership{}, fmt.Errorf("%s: %s (status %d: %v) joining %s",
+			verb, cmEventNames[ev.event], int(ev.status), errno, groupString(g))
 	}
 	ah := ahAttrFromC(&ev.ah_attr)
-	m := verbs.Membership{
+	return verbs.Membership{
 		MGID:      ah.DGID,
 		AH:        ah,
 		RemoteQPN: uint32(ev.qp_num),
 		QKey:      uint32(ev.qkey),
 		MTU:       d.local.MTU,
 		SendOnly:  opt.SendOnly,
-	}
-	d.mu.Lock()
-	d.groups[m.MGID] = &group{sa: sa, tag: tag, sendOnly: opt.SendOnly}
-	d.mu.Unlock()
-	return m, nil
+	}, nil
 }
+
+// isNotSupp reports whether errno is rdma_cm's "not supported": the
+// kernel's ENOTSUPP or EOPNOTSUPP.
+func isNotSupp(errno unix.Errno) bool { return errno == enotsupp || errno == unix.EOPNOTSUPP }
+
+// refusesIPv6 reports whether errno is rdma_cm refusing g for being an
+// IPv6 group (as it does on RoCE v2).
+func refusesIPv6(errno unix.Errno, g verbs.Group) bool { return isNotSupp(errno) && groupIsIPv6(g) }
 
 func errIPv6RoCEv2(verb string) error {
 	return fmt.Errorf("%s: IPv6 multicast groups are not supported on RoCE v2 by rdma_cm (ENOTSUPP); use an IPv4 group: %w",
