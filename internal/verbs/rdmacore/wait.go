@@ -119,17 +119,16 @@ func (w *cmWait) close() { w.f.Close() }
 // fd and the ID's wake-up eventfd), which is readable while Next may
 // have something; there is nothing to arm or drain.
 type eventWaiter struct {
-	ch  *eventChannel
-	w   *poller.Waiter
-	evs []verbs.Event // the WaitPoll in progress collects into these
-	n   int
+	verbs.EventCollector // Poll collects events with Next
+	w                    *poller.Waiter
 }
 
 var _ verbs.EventWaiter = (*eventWaiter)(nil)
 
 // NewWaiter returns the event channel's waiter.
 func (c *eventChannel) NewWaiter() (verbs.EventWaiter, error) {
-	ew := &eventWaiter{ch: c}
+	ew := &eventWaiter{}
+	ew.Init(c.Next)
 	w, err := poller.New(c.epfd, "rdmanet-events", ew, 0)
 	if err != nil {
 		return nil, err
@@ -140,34 +139,13 @@ func (c *eventChannel) NewWaiter() (verbs.EventWaiter, error) {
 
 // WaitPoll implements verbs.EventWaiter.
 func (w *eventWaiter) WaitPoll(evs []verbs.Event) (int, error) {
-	w.evs, w.n = evs, 0
-	n, err := w.w.Wait()
-	if err == nil && n == 0 { // woken: collect what was queued
-		n, err = w.Poll()
-	}
-	w.evs = nil
-	return n, err
+	return w.EventCollector.WaitPoll(evs, w.w.Wait)
 }
 
 func (w *eventWaiter) Wake()        { w.w.Wake() }
 func (w *eventWaiter) Close() error { return w.w.Close() }
 
-// Poll, Arm and Drain are the poller.Source of the wait: Poll collects
-// events with Next.
-func (w *eventWaiter) Poll() (int, error) {
-	for w.n < len(w.evs) {
-		ev, ok, err := w.ch.Next()
-		if err != nil {
-			return w.n, err
-		}
-		if !ok {
-			break
-		}
-		w.evs[w.n] = ev
-		w.n++
-	}
-	return w.n, nil
-}
-
+// Poll (verbs.EventCollector's), Arm and Drain are the poller.Source of
+// the wait.
 func (w *eventWaiter) Arm() error          { return nil }
 func (w *eventWaiter) Drain() (int, error) { return 0, nil }

@@ -58,12 +58,11 @@ func (w *sendWaiter) poll() (int, error) { return w.c.Poll(w.wcs) }
 func (w *sendWaiter) arm() error         { return w.c.ReqNotify() }
 
 // eventWaiter waits for an ID's events, which the provider raises in Go
-// (InjectEvent): a noteWaiter, no fd.
+// (InjectEvent): a noteWaiter, no fd, whose polls collect with Next.
 type eventWaiter struct {
 	c   *eventChannel
 	w   noteWaiter
-	evs []verbs.Event
-	n   int
+	col verbs.EventCollector
 }
 
 // NewWaiter returns the event channel's waiter.
@@ -77,38 +76,18 @@ func (c *eventChannel) NewWaiter() (verbs.EventWaiter, error) {
 		return nil, errors.New("soft: the event channel has a waiter already")
 	}
 	ew := &eventWaiter{c: c}
-	ew.w.init(ew.poll, ew.arm)
+	ew.col.Init(c.Next)
+	ew.w.init(ew.col.Poll, ew.arm)
 	c.waiter = ew
 	return ew, nil
 }
 
 func (w *eventWaiter) WaitPoll(evs []verbs.Event) (int, error) {
-	w.evs, w.n = evs, 0
-	n, err := w.w.wait()
-	if err == nil && n == 0 { // woken: collect what is queued
-		n, err = w.poll()
-	}
-	w.evs = nil
-	return n, err
+	return w.col.WaitPoll(evs, w.w.wait)
 }
 
 func (w *eventWaiter) Wake()        { w.w.wake() }
 func (w *eventWaiter) Close() error { w.w.close(); return nil }
-
-func (w *eventWaiter) poll() (int, error) {
-	for w.n < len(w.evs) {
-		ev, ok, err := w.c.Next()
-		if err != nil {
-			return w.n, err
-		}
-		if !ok {
-			break
-		}
-		w.evs[w.n] = ev
-		w.n++
-	}
-	return w.n, nil
-}
 
 func (w *eventWaiter) arm() error { return w.c.arm() }
 
