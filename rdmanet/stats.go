@@ -64,31 +64,33 @@ type Stats struct {
 	Device map[string]uint64
 }
 
-// Drop reasons: the keys of Stats.Dropped.
+// Drop reasons: the keys of Stats.Dropped. The providers count under the
+// same strings (internal/verbs), so these are defined from theirs.
 const (
-	// DropOverflow: no receive buffer was posted in time (the receiver
-	// fell behind): the receive queue, or on the software backend the
-	// socket buffer, overflowed.
-	DropOverflow = "overflow"
-	// DropWCError: a receive completed with an error status.
-	DropWCError = "wc-error"
-	// The software backend's reasons for packets bad on the wire.
-	DropTruncated = "truncated"  // shorter than its headers and ICRC
-	DropBadTVer   = "bad-tver"   // BTH TVer not 0
-	DropBadOpcode = "bad-opcode" // not UD SEND_ONLY[/WITH_IMMEDIATE]
-	DropBadPKey   = "bad-pkey"   // P_Key neither 0xFFFF nor 0x7FFF
-	DropBadQKey   = "bad-qkey"   // DETH Q_Key not the conn's
-	DropBadICRC   = "bad-icrc"   // ICRC does not match
-	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
-	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
-	DropTooLong   = "too-long"   // longer than the posted receive buffer
-	// DropQPReset: received, but discarded when the conn reset its QP
-	// after a QP error (see ErrQPError).
+	// DropOverflow counts datagrams that found no receive buffer posted
+	// in time (the receiver fell behind): the receive queue, or on the
+	// software backend the socket buffer, overflowed.
+	DropOverflow = verbs.DropOverflow
+	// DropWCError counts receives that completed with an error status.
+	DropWCError = verbs.DropWCError
+	// DropTruncated through DropTooLong are the software backend's
+	// reasons for packets bad on the wire.
+	DropTruncated = verbs.DropTruncated // shorter than its headers and ICRC
+	DropBadTVer   = verbs.DropBadTVer   // BTH TVer not 0
+	DropBadOpcode = verbs.DropBadOpcode // not UD SEND_ONLY[/WITH_IMMEDIATE]
+	DropBadPKey   = verbs.DropBadPKey   // P_Key neither 0xFFFF nor 0x7FFF
+	DropBadQKey   = verbs.DropBadQKey   // DETH Q_Key not the conn's
+	DropBadICRC   = verbs.DropBadICRC   // ICRC does not match
+	DropBadPad    = verbs.DropBadPad    // PadCnt longer than the payload
+	DropNotForUs  = verbs.DropNotForUs  // dest QPN not ours, or a group not joined
+	DropTooLong   = verbs.DropTooLong   // longer than the posted receive buffer
+	// DropQPReset counts datagrams received but discarded when the conn
+	// reset its QP after a QP error (see ErrQPError).
 	DropQPReset = "qp-reset"
-	// DropDeviceOverflow (rdma-core): the port's count of messages that
+	// DropDeviceOverflow (rdma-core) is the port's count of messages that
 	// found no receive posted, since the conn opened; shared by every QP
 	// on the port (see Stats.Dropped).
-	DropDeviceOverflow = "device-overflow"
+	DropDeviceOverflow = verbs.DropDeviceOverflow
 )
 
 // DropReasons lists every key Stats.Dropped can have.

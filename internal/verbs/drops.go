@@ -1,14 +1,15 @@
 package verbs
 
-// Drop reasons: the keys of QP.DropCounts, and of rdmanet's
-// Stats.Dropped, which exports the same values under the same names.
+// Drop reasons: the keys of QP.DropCounts. rdmanet's Stats.Dropped
+// exports them under the same names, defined from these.
 const (
-	// DropOverflow: no receive buffer was posted in time; the socket
-	// buffer (software) or the receive queue overflowed.
+	// DropOverflow counts datagrams that found no receive buffer posted in
+	// time: the socket buffer (software) or the receive queue overflowed.
 	DropOverflow = "overflow"
-	// DropWCError: a receive completed with an error status.
+	// DropWCError counts receives that completed with an error status.
 	DropWCError = "wc-error"
-	// The software provider's reasons for packets bad on the wire.
+	// DropTruncated through DropTooLong are the software provider's
+	// reasons for packets bad on the wire.
 	DropTruncated = "truncated"  // shorter than its headers and ICRC
 	DropBadTVer   = "bad-tver"   // BTH TVer not 0
 	DropBadOpcode = "bad-opcode" // not UD SEND_ONLY[/WITH_IMMEDIATE]
@@ -18,11 +19,11 @@ const (
 	DropBadPad    = "bad-pad"    // PadCnt longer than the payload
 	DropNotForUs  = "not-for-us" // dest QPN not ours, or a group not joined
 	DropTooLong   = "too-long"   // longer than the posted receive buffer
-	// DropDeviceOverflow (rdma-core): the port's count of messages that
+	// DropDeviceOverflow (rdma-core) is the port's count of messages that
 	// completed no receive (mlx5 out_of_buffer; rxe rcvd_pkts -
 	// rdma_recvs), shared by every QP on the port.
 	DropDeviceOverflow = "device-overflow"
-	// DropOwnLoopback: the QP's own multicast, blocked on request
+	// DropOwnLoopback counts the QP's own multicast, blocked on request
 	// (BlockSelfMulticastLoopback). Not a loss: rdmanet counts it in
 	// Stats.Loopback.
 	DropOwnLoopback = "own-loopback"
