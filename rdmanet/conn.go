@@ -37,6 +37,11 @@ type Conn struct {
 	loopback atomic.Bool    // deliver own multicast messages
 	bg       sync.WaitGroup // rejoin goroutines
 
+	// The locks are taken in this order and released in reverse:
+	// rd.mu, wr.mu, grp.mu, lend.mu. A write holds wr.mu while it looks a
+	// group up and uses its AH, so joins, leaves and rejoins take wr.mu
+	// before grp.mu; Close, a QP reset and device removal take all four
+	// (lockAll, lockBelowRead).
 	rd   recvState
 	lend lendState
 	wr   sendState
@@ -174,20 +179,42 @@ func (c *Conn) Close() error {
 	c.wr.waiter.Close()
 	c.stopEvents()
 	c.bg.Wait() // rejoins take wr.mu: let them go before locking
-	c.rd.mu.Lock()
-	c.wr.mu.Lock()
-	c.grp.mu.Lock()
-	c.lend.mu.Lock() // a Release in flight finishes before the QP goes
-	//lint:ignore SA2001 the empty critical section is the point: it waits out a Release in flight
-	c.lend.mu.Unlock()
+	// lockAll takes lend.mu too: a Release in flight finishes before the
+	// QP goes.
+	c.lockAll()
 	c.finalDrops = c.dropCounts() // the QP's counters go with it
 	c.teardown()
 	c.grp.byIP, c.grp.byMGID = nil, nil
 	c.wr.lastGroup = nil
+	c.unlockAll()
+	return nil
+}
+
+// lockAll takes the conn's four locks in the order written on Conn;
+// unlockAll releases them.
+func (c *Conn) lockAll() {
+	c.rd.mu.Lock()
+	c.lockBelowRead()
+}
+
+func (c *Conn) unlockAll() {
+	c.unlockBelowRead()
+	c.rd.mu.Unlock()
+}
+
+// lockBelowRead takes the locks after rd.mu in the order written on Conn
+// (wr.mu, grp.mu, lend.mu), for a caller that holds rd.mu;
+// unlockBelowRead releases them.
+func (c *Conn) lockBelowRead() {
+	c.wr.mu.Lock()
+	c.grp.mu.Lock()
+	c.lend.mu.Lock()
+}
+
+func (c *Conn) unlockBelowRead() {
+	c.lend.mu.Unlock()
 	c.grp.mu.Unlock()
 	c.wr.mu.Unlock()
-	c.rd.mu.Unlock()
-	return nil
 }
 
 // qpDropCounts returns the QP's drop counters by reason; after Close, the

@@ -220,8 +220,6 @@ func (c *Conn) LeaveGroup(ifi *net.Interface, group net.Addr) error {
 }
 
 func (c *Conn) leave(g verbs.Group) error {
-	// Lock order everywhere: wr.mu before grp.mu (a write holds wr.mu
-	// while it looks a group up and uses its AH).
 	c.wr.mu.Lock()
 	defer c.wr.mu.Unlock()
 	c.grp.mu.Lock()

@@ -163,12 +163,8 @@ func (c *Conn) recoverLocked() {
 	if !c.rec.pending.Load() || c.rec.down.Load() || time.Now().UnixNano() < c.rec.next.Load() {
 		return
 	}
-	c.wr.mu.Lock()
-	defer c.wr.mu.Unlock()
-	c.grp.mu.Lock()
-	defer c.grp.mu.Unlock()
-	c.lend.mu.Lock()
-	defer c.lend.mu.Unlock()
+	c.lockBelowRead()
+	defer c.unlockBelowRead()
 	if c.closed.Load() || c.fatalErr.Load() != nil {
 		// Nothing left to reset.
 		c.rec.broken.Store(false)
@@ -271,14 +267,8 @@ func (c *Conn) refreshAHs() {
 // calls it after failing every call (fatalErr) and waking every waiter.
 // Close later frees the memory and the rest.
 func (c *Conn) releaseDevice() {
-	c.rd.mu.Lock()
-	defer c.rd.mu.Unlock()
-	c.wr.mu.Lock()
-	defer c.wr.mu.Unlock()
-	c.grp.mu.Lock()
-	defer c.grp.mu.Unlock()
-	c.lend.mu.Lock()
-	defer c.lend.mu.Unlock()
+	c.lockAll()
+	defer c.unlockAll()
 	if c.closed.Load() {
 		return
 	}
