@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/netaddr"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -136,25 +137,9 @@ func groupIP(addr net.Addr) (ip net.IP, ok bool) {
 	return nil, false
 }
 
-// isNilAddr reports whether addr is nil or a nil pointer of an address
-// type the conn takes.
-func isNilAddr(addr net.Addr) bool {
-	switch a := addr.(type) {
-	case nil:
-		return true
-	case *net.UDPAddr:
-		return a == nil
-	case *net.IPAddr:
-		return a == nil
-	case *Addr:
-		return a == nil
-	}
-	return false
-}
-
 // groupOf turns JoinGroup's argument into a verbs.Group.
 func groupOf(group net.Addr) (verbs.Group, error) {
-	if isNilAddr(group) {
+	if netaddr.IsNil[*Addr](group) {
 		return verbs.Group{}, errMissingAddr
 	}
 	if ip, ok := groupIP(group); ok {

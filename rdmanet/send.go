@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-rdma/rdmanet/internal/netaddr"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/ipoib"
 )
@@ -233,7 +234,7 @@ func (c *Conn) resolve(addr net.Addr) (target, error) {
 	if a, ok := addr.(*Addr); ok && a != nil {
 		return c.addrTarget(a)
 	}
-	if isNilAddr(addr) {
+	if netaddr.IsNil[*Addr](addr) {
 		return target{}, errMissingAddr
 	}
 	ipb, ok := groupIP(addr)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/netaddr"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
@@ -331,27 +332,11 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 
 // isGroup reports whether addr names the conn's group for a write.
 func (c *Conn) isGroup(addr net.Addr) bool {
-	if addr == c.groupArg || isNilAddr(addr) {
+	if addr == c.groupArg || netaddr.IsNil[*rdmanet.Addr](addr) {
 		return true
 	}
 	ga, err := c.conn.GroupAddr(addr)
 	return err == nil && ga.GID == c.group.GID
-}
-
-// isNilAddr reports whether addr is nil or a nil pointer of an address
-// type rdmanet takes.
-func isNilAddr(addr net.Addr) bool {
-	switch a := addr.(type) {
-	case nil:
-		return true
-	case *net.UDPAddr:
-		return a == nil
-	case *net.IPAddr:
-		return a == nil
-	case *rdmanet.Addr:
-		return a == nil
-	}
-	return false
 }
 
 // WriteBatch writes the Buffer of each of ms as one message to the group,
