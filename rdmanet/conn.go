@@ -282,8 +282,9 @@ type Backend struct {
 	GID       ipoib.GID
 	Netdev    string
 	LinkLayer string
-	// LoopbackBlocked: the device itself blocks this QP's own multicast
-	// (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); otherwise the conn filters.
+	// LoopbackBlocked says whether the device itself blocks this QP's own
+	// multicast (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); otherwise the conn
+	// filters it.
 	LoopbackBlocked bool
 }
 

@@ -12,19 +12,22 @@ var (
 	// ErrMessageTooLong is returned (wrapped in a *net.OpError) by writes
 	// longer than MTU(): a UD message is one packet and is never split.
 	ErrMessageTooLong = errors.New("message longer than the path MTU")
-	// ErrNotJoined: a write to a group this conn has not joined.
+	// ErrNotJoined is returned (wrapped) by a write to a group this conn
+	// has not joined.
 	ErrNotJoined = errors.New("group not joined: call JoinGroup first")
-	// ErrGroupLimit: JoinGroup (or ListenMulticast) would pass a
-	// multicast membership limit: on the software backend the kernel's
-	// net.ipv4.igmp_max_memberships (default 20) groups per conn; on
-	// rdma-core the device's max_mcast_grp groups, or its
-	// max_mcast_qp_attach QPs in one group. The error names the limit,
-	// its value and how to raise it.
+	// ErrGroupLimit is returned (wrapped) when JoinGroup (or
+	// ListenMulticast) would pass a multicast membership limit: on the
+	// software backend the kernel's net.ipv4.igmp_max_memberships
+	// (default 20) groups per conn; on rdma-core the device's
+	// max_mcast_grp groups, or its max_mcast_qp_attach QPs in one group.
+	// The error names the limit, its value and how to raise it.
 	ErrGroupLimit = verbs.ErrGroupLimit
-	// ErrDeviceRemoved: the RDMA device went away under the conn.
+	// ErrDeviceRemoved is returned (wrapped) by the conn's calls, Close
+	// aside, once the RDMA device went away under the conn.
 	ErrDeviceRemoved = verbs.ErrDeviceRemoved
-	// ErrNotSupported: the backend or fabric cannot do what was asked,
-	// such as an IPv6 group on RoCEv2 (rdma_cm's ENOTSUPP).
+	// ErrNotSupported is returned (wrapped) when the backend or fabric
+	// cannot do what was asked, such as an IPv6 group on RoCEv2 (rdma_cm's
+	// ENOTSUPP).
 	ErrNotSupported = verbs.ErrNotSupported
 	// ErrEarlierSendFailed is returned (wrapped in a *net.OpError, with
 	// the failure's errno where one is known) by the write after a send
@@ -37,7 +40,7 @@ var (
 	ErrEarlierSendFailed = errors.New("an earlier datagram was not sent")
 )
 
-// errMsgSize wraps ErrMessageTooLong with the sizes.
+// msgSizeError wraps ErrMessageTooLong with the sizes.
 type msgSizeError struct{ n, mtu int }
 
 func (e *msgSizeError) Error() string {

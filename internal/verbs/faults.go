@@ -2,6 +2,6 @@ package verbs
 
 import "errors"
 
-// ErrPortDown: the port is not ACTIVE (its link is down): a QP cannot be
-// brought back to work yet.
+// ErrPortDown means the port is not ACTIVE (its link is down): a QP cannot
+// be brought back to work yet.
 var ErrPortDown = errors.New("verbs: port not active")

@@ -55,27 +55,27 @@ const (
 // Errors shared by the providers. Providers wrap them with the verb that
 // failed (for example "ibv_post_send: %w"), so test with errors.Is.
 var (
-	// ErrUnavailable: the provider cannot run on this machine (rdma-core
-	// not installed, built with CGO_ENABLED=0, no device).
+	// ErrUnavailable means the provider cannot run on this machine
+	// (rdma-core not installed, built with CGO_ENABLED=0, no device).
 	ErrUnavailable = errors.New("verbs: provider unavailable")
-	// ErrNoDevice: no device or port serves the requested interface or
-	// address.
+	// ErrNoDevice means no device or port serves the requested interface
+	// or address.
 	ErrNoDevice = errors.New("verbs: no RDMA device serves that address")
-	// ErrNotSupported: the device or provider does not support the
+	// ErrNotSupported means the device or provider does not support the
 	// operation (EOPNOTSUPP, ENOTSUPP).
 	ErrNotSupported = errors.New("verbs: operation not supported")
-	// ErrMessageSize: a send is larger than the path MTU.
+	// ErrMessageSize means a send is larger than the path MTU.
 	ErrMessageSize = errors.New("verbs: message longer than the path MTU")
-	// ErrQueueFull: a post found no room in the work queue.
+	// ErrQueueFull means a post found no room in the work queue.
 	ErrQueueFull = errors.New("verbs: work queue full")
-	// ErrGroupLimit: a join would pass a multicast membership limit (the
-	// software provider's net.ipv4.igmp_max_memberships per QP; a
+	// ErrGroupLimit means a join would pass a multicast membership limit
+	// (the software provider's net.ipv4.igmp_max_memberships per QP; a
 	// device's max_mcast_grp or max_mcast_qp_attach). The error says
 	// which, its value and how to raise it.
 	ErrGroupLimit = errors.New("verbs: multicast group limit reached")
-	// ErrDeviceRemoved: the device went away (DEVICE_REMOVAL).
+	// ErrDeviceRemoved means the device went away (DEVICE_REMOVAL).
 	ErrDeviceRemoved = errors.New("verbs: device removed")
-	// ErrClosed: the object was closed.
+	// ErrClosed means the object was closed.
 	ErrClosed = errors.New("verbs: use of closed object")
 )
 
@@ -431,22 +431,23 @@ type EventWaiter interface {
 type EventType int
 
 const (
-	// EventMulticastError: a group membership broke (for example after a
-	// subnet manager change); the group must be rejoined.
+	// EventMulticastError says a group membership broke (for example
+	// after a subnet manager change); the group must be rejoined.
 	EventMulticastError EventType = iota + 1
-	// EventDeviceRemoval: the device is going away; every object under
-	// the ID is dead and must be closed.
+	// EventDeviceRemoval says the device is going away; every object
+	// under the ID is dead and must be closed.
 	EventDeviceRemoval
-	// EventAddrChange: the bound address moved (informational).
+	// EventAddrChange says the bound address moved (informational).
 	EventAddrChange
-	// EventPortError: the bound port went down (IBV_EVENT_PORT_ERR, for
+	// EventPortError says the bound port went down (IBV_EVENT_PORT_ERR, for
 	// example its netdev's link): nothing can be sent until
 	// EventPortActive, and a QP that sends meanwhile goes to the error
 	// state.
 	EventPortError
-	// EventPortActive: the bound port is up again (IBV_EVENT_PORT_ACTIVE).
+	// EventPortActive says the bound port is up again
+	// (IBV_EVENT_PORT_ACTIVE).
 	EventPortActive
-	// EventQPError: the ID's QP went to the error state
+	// EventQPError says the ID's QP went to the error state
 	// (IBV_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR): it must be reset
 	// (QP.Reset) before it sends or receives again.
 	EventQPError
