@@ -35,10 +35,10 @@ func maxMemberships() int {
 		return defaultMcgs
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n <= 0 {
+	if err != nil {
 		return defaultMcgs
 	}
-	return n
+	return max(n, 0) // 0 or less: no socket may join a group
 }
 
 // deviceAttr describes the software device over one netdev.
