@@ -1,0 +1,56 @@
+//go:build linux
+
+package soft
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// A UDP MIB counter is a u64: values past 2^63 parse too.
+func TestParseUDPMIBFullWidth(t *testing.T) {
+	got := ParseUDPMIB([]byte("Udp: InDatagrams NoPorts\nUdp: 18446744073709551615 9223372036854775808\n"))
+	if got["UdpInDatagrams"] != 1<<64-1 || got["UdpNoPorts"] != 1<<63 {
+		t.Errorf("ParseUDPMIB = %v, want UdpInDatagrams 2^64-1, UdpNoPorts 2^63", got)
+	}
+}
+
+// A QP made while the last reading of its namespace's UDP MIB is fresh
+// takes that reading as its base; one in another namespace reads its own.
+func TestMIBReadingShared(t *testing.T) {
+	q := internalQP(t, verbs.QPConfig{})
+	cookie := netnsCookie(q.uniFd)
+	if cookie == 0 {
+		t.Skip("no SO_NETNS_COOKIE: QPs read the MIB each")
+	}
+	marker := udpMIB{ok: true}
+	marker.v[0], marker.has[0] = 1<<62+7, true
+	set := func(c uint64) {
+		mibShared.Lock()
+		// Ahead of now, so that the reading is fresh however slow the
+		// machine is.
+		mibShared.m, mibShared.at, mibShared.cookie, mibShared.ok = marker, time.Now().Add(time.Hour), c, true
+		mibShared.Unlock()
+	}
+	t.Cleanup(func() {
+		mibShared.Lock()
+		mibShared.ok = false
+		mibShared.Unlock()
+	})
+
+	set(cookie)
+	q.noteCreated()
+	if q.fault.mib0 != marker {
+		t.Errorf("same namespace, fresh reading: base %+v, want the shared reading %+v", q.fault.mib0, marker)
+	}
+	set(cookie + 1)
+	q.noteCreated()
+	if q.fault.mib0 == marker {
+		t.Errorf("another namespace's reading taken as the base")
+	}
+	if !q.fault.mib0.ok {
+		t.Errorf("own reading: MIB not read")
+	}
+}

@@ -1,0 +1,58 @@
+//go:build linux
+
+package soft_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
+)
+
+// A batch's last WR, left alone after the kernel refused the run before
+// it, goes out with sendto from a gathered copy: a payload of one byte is
+// gathered too, not left as the copy held it from an earlier send. (Not
+// parallel: RefuseGSO is process-wide.)
+func TestBatchLastOneBytePayload(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	c := newEndpoint(t, verbs.QPConfig{})
+	c.postRecvs(0, 4)
+	// A lone send leaves its payload ('x') in the copy.
+	wc := e.unicastTo(c, []byte("x"))
+	require.Equal(t, verbs.WCSuccess, wc.Status)
+	require.Equal(t, byte('x'), c.arena.Bytes()[c.recvSGE(int(wc.WRID)).Offset+verbs.GRHSize])
+
+	ahB, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	ahC, err := e.qp.CreateAH(verbs.AHAttr{DGID: c.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	e.sendBuf(2)[0] = 'y'
+	wrs := []verbs.SendWR{ // a run of two to b, then one byte to c
+		{WRID: 1, SGE: e.sendSGE(0, 100), AH: ahB, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey()},
+		{WRID: 2, SGE: e.sendSGE(1, 100), AH: ahB, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey()},
+		{WRID: 3, SGE: e.sendSGE(2, 1), AH: ahC, RemoteQPN: c.qp.QPN(), RemoteQKey: c.qp.QKey(), Flags: verbs.SendSignaled},
+	}
+	refused, restore := soft.RefuseGSO(unix.EPERM)
+	n, err := e.qp.PostSend(wrs)
+	restore()
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, int32(1), refused.Load(), "the run to b refused")
+
+	var got [4]verbs.WC
+	k, err := e.qp.SendCQ().Poll(got[:])
+	require.NoError(t, err)
+	require.Equal(t, 3, k, "the run's two error completions and WR 3's: %+v", got[:k])
+	require.Equal(t, verbs.WCGeneralErr, got[0].Status)
+	require.Equal(t, verbs.WCSuccess, got[2].Status)
+
+	wcs := c.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1, "c's datagram of 1 byte (dropped: %+v)", c.qp.Drops())
+	require.Equal(t, uint32(verbs.GRHSize+1), wcs[0].ByteLen)
+	require.Equal(t, byte('y'), c.arena.Bytes()[c.recvSGE(int(wcs[0].WRID)).Offset+verbs.GRHSize])
+}
