@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
@@ -438,9 +438,9 @@ func (s *spoofer) send(src, dst [4]byte, srcQPN uint32, payload []byte) error {
 		return err
 	}
 	s.psn++
-	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: s.psn, QKey: verbs.DefaultQKey, SrcQPN: srcQPN}
-	h.PadCnt = uint8(soft.PadFor(len(payload)))
-	dg := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: s.psn, QKey: verbs.DefaultQKey, SrcQPN: srcQPN}
+	h.PadCnt = uint8(roce.PadFor(len(payload)))
+	dg := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+roce.ICRCSize)
 	n := h.Encode(dg)
 	copy(dg[n:], payload)
 	pkt := make([]byte, 28+len(dg))
@@ -450,15 +450,15 @@ func (s *spoofer) send(src, dst [4]byte, srcQPN uint32, payload []byte) error {
 	copy(pkt[12:], src[:])
 	copy(pkt[16:], dst[:])
 	binary.BigEndian.PutUint16(pkt[20:], sport)
-	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+	binary.BigEndian.PutUint16(pkt[22:], roce.UDPPort)
 	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(dg)))
 	copy(pkt[28:], dg)
-	crc, err := soft.ICRC(pkt)
+	crc, err := roce.ICRC(pkt)
 	if err != nil {
 		return err
 	}
 	binary.LittleEndian.PutUint32(dg[len(dg)-4:], crc)
-	return unix.Sendto(fd, dg, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: dst})
+	return unix.Sendto(fd, dg, 0, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: dst})
 }
 
 // hostileCase is one attack and whether the group is keyed.

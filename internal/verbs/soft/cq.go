@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -205,7 +206,7 @@ type recvCQ struct {
 	full       bool
 	msgs       []mmsghdr
 	iov        [][5]unix.Iovec // header, buffer, tail[, overflow]; or the buffer in place[, overflow] (gro.go)
-	hdr        [][hdrSize]byte
+	hdr        [][roce.HdrSize]byte
 	tail       [][tailSize]byte
 	names      []unix.RawSockaddrInet4
 	ctrl       [][ctrlSize]byte
@@ -234,8 +235,8 @@ type recvCQ struct {
 	mcBound    bool    // the multicast socket is bound (at the first join to receive)
 	origDstOff bool    // the multicast socket's IP_RECVORIGDSTADDR is off (mcOrigDst)
 	meta       rxMeta
-	hd         Header
-	icrc       udICRC
+	hd         roce.Header
+	icrc       roce.FlowICRC
 	gro        groState // receive-side GRO (gro.go)
 }
 
@@ -292,7 +293,7 @@ const firstScratch = 8
 func (c *recvCQ) growScratch(n int) {
 	c.msgs = make([]mmsghdr, n)
 	c.iov = make([][5]unix.Iovec, n)
-	c.hdr = make([][hdrSize]byte, n)
+	c.hdr = make([][roce.HdrSize]byte, n)
 	c.tail = make([][tailSize]byte, n)
 	c.names = make([]unix.RawSockaddrInet4, n)
 	c.ctrl = make([][ctrlSize]byte, n)
@@ -665,7 +666,7 @@ func (c *recvCQ) chooseBare(sock int) bool {
 
 // inPlaceSlack is what a posted buffer needs past GRH + MTU for the
 // largest datagram to land in it whole: ImmDt, pad and ICRC.
-const inPlaceSlack = ImmDtSize + 3 + ICRCSize
+const inPlaceSlack = roce.ImmDtSize + 3 + roce.ICRCSize
 
 // recv points the first k scratch slots at the first k posted buffers and
 // reads up to k datagrams. A buffer with room for the largest datagram
@@ -704,13 +705,13 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		j++
 		m := &c.msgs[i]
 		if len(buf) >= verbs.GRHSize+c.q.mtu+inPlaceSlack {
-			region := buf[verbs.GRHSize-hdrSize:]
+			region := buf[verbs.GRHSize-roce.HdrSize:]
 			m.Hdr.Iov = &c.iov[i][3]
 			m.Hdr.SetIovlen(1)
 			if area != nil {
 				// Cut to the largest datagram, so that the region fits
 				// in front of the row's overflow (groPrefix).
-				region = region[:hdrSize+c.q.mtu+inPlaceSlack]
+				region = region[:roce.HdrSize+c.q.mtu+inPlaceSlack]
 				setIov(&c.iov[i][4], area.row(i)[groPrefix:])
 				m.Hdr.SetIovlen(2)
 			}
@@ -799,7 +800,7 @@ func (c *recvCQ) completeInPlace(sock, got int, wcs []verbs.WC) int {
 	for i := range got {
 		e := c.rq[wrap(c.head+i, len(c.rq))]
 		r := c.accept(sock, i, e, &wcs[n])
-		if r == Accepted {
+		if r == roce.Accepted {
 			n++
 			continue
 		}
@@ -828,7 +829,7 @@ func (v *rxView) crc(crc uint32, from, to int) uint32 {
 			break
 		}
 		if from < len(s) {
-			crc = crcUpdate(crc, s[from:min(len(s), to)])
+			crc = roce.CRCUpdate(crc, s[from:min(len(s), to)])
 		}
 		from = max(from-len(s), 0)
 		to -= len(s)
@@ -855,33 +856,33 @@ func (v *rxView) copyOut(dst []byte, from int) {
 
 // forUs checks a datagram's destination QP (this QP, or a group the QP
 // receives from on the multicast socket) and Q_Key.
-func (c *recvCQ) forUs(h *Header, sock int, dst [4]byte) DropReason {
+func (c *recvCQ) forUs(h *roce.Header, sock int, dst [4]byte) roce.DropReason {
 	switch {
 	case h.DestQPN == c.q.qpn:
 	case h.DestQPN == verbs.MulticastQPN && sock == 0:
 		if g := c.findGroup(dst); g < 0 || c.groups[g].sendOnly {
-			return DropNotForUs
+			return roce.DropNotForUs
 		}
 	default:
-		return DropNotForUs
+		return roce.DropNotForUs
 	}
 	if h.QKey != c.q.qkey {
-		return DropBadQKey
+		return roce.DropBadQKey
 	}
-	return Accepted
+	return roce.Accepted
 }
 
 // checkICRC checks the ICRC of v (n bytes from src:sport to dst) and
 // returns the IP ID and DF flag that make it match, which the socket
-// does not show (see SolveIPv4ID); ok is false when none does.
+// does not show (see roce.SolveIPv4ID); ok is false when none does.
 func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n int) (id uint16, df, ok bool) {
 	// Guess ID 0 with DF, as RoCEv2 senders send (rxe, NICs, this
 	// backend): then the difference to solve is 0 and solving is free.
-	crc := c.icrc.start(src, dst, 0, true, sport, UDPPort, udpHdrSize+n, v.s[0])
-	crc = v.crc(crc, hdrSize, n-ICRCSize)
-	var icrc [ICRCSize]byte
-	v.copyOut(icrc[:], n-ICRCSize)
-	id, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
+	crc := c.icrc.Start(src, dst, 0, true, sport, roce.UDPPort, roce.UDPHdrSize+n, v.s[0])
+	crc = v.crc(crc, roce.HdrSize, n-roce.ICRCSize)
+	var icrc [roce.ICRCSize]byte
+	v.copyOut(icrc[:], n-roce.ICRCSize)
+	id, dfFlipped, ok := roce.Solve(roce.UDPHdrSize+n, crc^binary.LittleEndian.Uint32(icrc[:]))
 	return id, !dfFlipped, ok
 }
 
@@ -889,12 +890,12 @@ func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n 
 // slot i's scratch), and its first hdrSize bytes.
 func (c *recvCQ) view(i int, buf []byte, n int) (v rxView, hdr []byte) {
 	if c.msgs[i].Hdr.Iov == &c.iov[i][3] { // in place: the datagram is whole from GRH-20
-		v.s[0] = buf[verbs.GRHSize-hdrSize:][:n]
-		return v, v.s[0][:min(n, hdrSize)]
+		v.s[0] = buf[verbs.GRHSize-roce.HdrSize:][:n]
+		return v, v.s[0][:min(n, roce.HdrSize)]
 	}
 	body := buf[verbs.GRHSize:]
-	v.s[0] = c.hdr[i][:min(n, hdrSize)]
-	rest := max(n-hdrSize, 0)
+	v.s[0] = c.hdr[i][:min(n, roce.HdrSize)]
+	rest := max(n-roce.HdrSize, 0)
 	v.s[1] = body[:min(rest, len(body))]
 	v.s[2] = c.tail[i][:rest-len(v.s[1])]
 	return v, v.s[0]
@@ -902,7 +903,7 @@ func (c *recvCQ) view(i int, buf []byte, n int) (v rxView, hdr []byte) {
 
 // accept validates datagram i, which landed in e's buffer, and on success
 // fills wc.
-func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
+func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) roce.DropReason {
 	q := c.q
 	m := &c.msgs[i]
 	n := int(m.Len)
@@ -916,50 +917,50 @@ func (c *recvCQ) accept(sock, i int, e rqEntry, wc *verbs.WC) DropReason {
 		}
 	}
 	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
-		return DropTooLong
+		return roce.DropTooLong
 	}
 	body := e.buf[verbs.GRHSize:]
 	v, hdr := c.view(i, e.buf, n)
 
 	h := &c.hd
-	if r := decodeHeaders(hdr, n, h); r != Accepted {
+	if r := roce.DecodeHeaders(hdr, n, h); r != roce.Accepted {
 		return r
 	}
 	if h.HasImm() {
-		var imm [ImmDtSize]byte
-		v.copyOut(imm[:], hdrSize)
+		var imm [roce.ImmDtSize]byte
+		v.copyOut(imm[:], roce.HdrSize)
 		h.Imm = binary.BigEndian.Uint32(imm[:])
 	}
-	if r := c.forUs(h, sock, meta.dst); r != Accepted {
+	if r := c.forUs(h, sock, meta.dst); r != roce.Accepted {
 		return r
 	}
-	plen := h.payloadLen(n)
+	plen := h.PayloadLen(n)
 	if plen > len(body) {
-		return DropTooLong
+		return roce.DropTooLong
 	}
 	src := c.names[i].Addr
 	// Own multicast looped back by the kernel is dropped before the ICRC
 	// is computed: a sender that also receives (a reliable conn, for its
 	// NAKs) would otherwise check every datagram it sent.
 	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
-		return DropSelf
+		return roce.DropSelf
 	}
 	id, df, ok := c.checkICRC(&v, src, ntohs(c.names[i].Port), meta.dst, n)
 	if !ok {
-		return DropBadICRC
+		return roce.DropBadICRC
 	}
 	c.gro.seen = c.gro.seen || id != 0 // a later segment of a run (gro.go)
 	if h.HasImm() {
-		v.copyOut(body[:plen], maxHdrSize)
+		v.copyOut(body[:plen], roce.MaxHdrSize)
 	}
 	c.accepted(e, wc, h, meta, src, id, df, n, plen)
-	return Accepted
+	return roce.Accepted
 }
 
 // accepted fills, for a datagram of n bytes (plen of payload) that passed
 // every check, the GRH area of e's buffer and its completion.
-func (c *recvCQ) accepted(e rqEntry, wc *verbs.WC, h *Header, meta *rxMeta, src [4]byte, id uint16, df bool, n, plen int) {
-	fillGRH(e.buf[:verbs.GRHSize], meta, src, id, df, n)
+func (c *recvCQ) accepted(e rqEntry, wc *verbs.WC, h *roce.Header, meta *rxMeta, src [4]byte, id uint16, df bool, n, plen int) {
+	roce.FillGRH(e.buf[:verbs.GRHSize], src, meta.dst, meta.tos, meta.ttl, id, df, n)
 	*wc = verbs.WC{
 		WRID:    e.wrid,
 		Status:  verbs.WCSuccess,
@@ -973,51 +974,4 @@ func (c *recvCQ) accepted(e rqEntry, wc *verbs.WC, h *Header, meta *rxMeta, src 
 		wc.Flags |= verbs.WCWithImm
 		wc.Imm = h.Imm
 	}
-}
-
-// fillGRH writes the GRH area as rxe fills it for RoCEv2 over IPv4:
-// bytes 0-19 zero, then the datagram's IPv4 header (n bytes of UDP
-// payload, IP ID id, DF as df, from src to meta.dst).
-func fillGRH(grh []byte, meta *rxMeta, src [4]byte, id uint16, df bool, n int) {
-	clear(grh[:20])
-	ip := grh[20:]
-	ip[0] = 0x45
-	ip[1] = meta.tos
-	binary.BigEndian.PutUint16(ip[2:], uint16(ipv4HdrSize+udpHdrSize+n))
-	binary.BigEndian.PutUint16(ip[4:], id)
-	var frag uint16
-	if df {
-		frag = ipv4DF
-	}
-	binary.BigEndian.PutUint16(ip[6:], frag)
-	ip[8] = meta.ttl
-	ip[9] = unix.IPPROTO_UDP
-	ip[10], ip[11] = 0, 0
-	copy(ip[12:16], src[:])
-	copy(ip[16:20], meta.dst[:])
-	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
-}
-
-// ipv4Checksum is the IPv4 header checksum of h (checksum field zero).
-// A header without options, as every received datagram's GRH has, is
-// summed in five 32-bit words.
-func ipv4Checksum(h []byte) uint16 {
-	if len(h) == ipv4HdrSize {
-		be := binary.BigEndian
-		s := uint64(be.Uint32(h[0:])) + uint64(be.Uint32(h[4:])) + uint64(be.Uint32(h[8:])) +
-			uint64(be.Uint32(h[12:])) + uint64(be.Uint32(h[16:]))
-		s = s&0xFFFF + s>>16&0xFFFF + s>>32
-		for s>>16 != 0 {
-			s = s&0xFFFF + s>>16
-		}
-		return ^uint16(s)
-	}
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xFFFF + sum>>16
-	}
-	return ^uint16(sum)
 }

@@ -41,7 +41,7 @@
 // datagram is gathered into one buffer (its payload copied by the pass
 // that computes its ICRC) and sent with sendto, which costs the kernel
 // less than importing iovecs. The ICRC's CRC over a long payload is
-// folded with AVX-512 VPCLMULQDQ where the CPU has it (crc.go). The ICRC
+// folded with AVX-512 VPCLMULQDQ where the CPU has it (roce.CRCUpdate). The ICRC
 // of a flow's next datagram starts from the remembered CRC state of its
 // headers, with the IP ID and PSN added through tables. Where the process
 // may, the unicast socket sets IP_TRANSPARENT, which spares each send the
@@ -152,10 +152,11 @@
 // the receive queue and joins the QP's groups again in place, keeping its
 // QPN and sockets (reset.go).
 //
-// # The ICRC without the IP header
+// # The wire format
 //
-// The ICRC covers the IPv4 Identification and flags, which a UDP socket
-// cannot see. The receiver solves for them: CRC is affine, so the 17
-// unknown bits form a small linear system (see SolveIPv4ID). A corrupted
+// Headers, the ICRC and the cutting of GSO runs are package roce's pure
+// functions; this package sends and receives what they build. The ICRC
+// covers the IPv4 Identification and flags, which a UDP socket cannot
+// see: the receiver solves for them (roce.SolveIPv4ID), so a corrupted
 // datagram passes with probability 2^-15 instead of 2^-32.
 package soft

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -35,16 +36,16 @@ type Drops struct {
 func (q *QP) Drops() Drops {
 	q.refreshSockDrops()
 	return Drops{
-		Truncated: q.drops[DropTruncated].Load(),
-		BadTVer:   q.drops[DropBadTVer].Load(),
-		BadOpcode: q.drops[DropBadOpcode].Load(),
-		BadPKey:   q.drops[DropBadPKey].Load(),
-		BadQKey:   q.drops[DropBadQKey].Load(),
-		BadICRC:   q.drops[DropBadICRC].Load(),
-		BadPad:    q.drops[DropBadPad].Load(),
-		NotForUs:  q.drops[DropNotForUs].Load(),
-		TooLong:   q.drops[DropTooLong].Load(),
-		Self:      q.drops[DropSelf].Load(),
+		Truncated: q.drops[roce.DropTruncated].Load(),
+		BadTVer:   q.drops[roce.DropBadTVer].Load(),
+		BadOpcode: q.drops[roce.DropBadOpcode].Load(),
+		BadPKey:   q.drops[roce.DropBadPKey].Load(),
+		BadQKey:   q.drops[roce.DropBadQKey].Load(),
+		BadICRC:   q.drops[roce.DropBadICRC].Load(),
+		BadPad:    q.drops[roce.DropBadPad].Load(),
+		NotForUs:  q.drops[roce.DropNotForUs].Load(),
+		TooLong:   q.drops[roce.DropTooLong].Load(),
+		Self:      q.drops[roce.DropSelf].Load(),
 		Overflow:  q.overflowCount(),
 	}
 }
@@ -52,12 +53,26 @@ func (q *QP) Drops() Drops {
 // DropCounts returns the counters by reason name (verbs.QP).
 func (q *QP) DropCounts() map[string]uint64 {
 	q.refreshSockDrops()
-	m := make(map[string]uint64, numDropReasons)
-	for r := DropTruncated; r < numDropReasons; r++ {
-		m[r.String()] = q.drops[r].Load()
+	m := make(map[string]uint64, roce.NumDropReasons)
+	for r := roce.DropTruncated; r < roce.NumDropReasons; r++ {
+		m[dropNames[r]] = q.drops[r].Load()
 	}
 	m[verbs.DropOverflow] = q.overflowCount()
 	return m
+}
+
+// dropNames are the keys DropCounts reports each reason under.
+var dropNames = [roce.NumDropReasons]string{
+	roce.DropTruncated: verbs.DropTruncated,
+	roce.DropBadTVer:   verbs.DropBadTVer,
+	roce.DropBadOpcode: verbs.DropBadOpcode,
+	roce.DropBadPKey:   verbs.DropBadPKey,
+	roce.DropBadQKey:   verbs.DropBadQKey,
+	roce.DropBadICRC:   verbs.DropBadICRC,
+	roce.DropBadPad:    verbs.DropBadPad,
+	roce.DropNotForUs:  verbs.DropNotForUs,
+	roce.DropTooLong:   verbs.DropTooLong,
+	roce.DropSelf:      verbs.DropOwnLoopback,
 }
 
 // DropsOf returns the drop counters of a software QP; ok is false for a

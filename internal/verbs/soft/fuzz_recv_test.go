@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -142,12 +143,12 @@ func dropTotal(d soft.Drops) uint64 {
 // posted buffer.
 func FuzzReceive(f *testing.F) {
 	for i, plen := range []int{0, 1, 29, 1024, 4096, 4097} {
-		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(i), QKey: 1, SrcQPN: 42}
+		h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(i), QKey: 1, SrcQPN: 42}
 		if i%2 == 1 {
-			h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 0xC0FFEE
+			h.Opcode, h.Imm = roce.OpUDSendOnlyImm, 0xC0FFEE
 		}
-		h.PadCnt = uint8(soft.PadFor(plen))
-		d := make([]byte, h.Len()+plen+int(h.PadCnt)+soft.ICRCSize)
+		h.PadCnt = uint8(roce.PadFor(plen))
+		d := make([]byte, h.Len()+plen+int(h.PadCnt)+roce.ICRCSize)
 		n := h.Encode(d)
 		for j := range plen {
 			d[n+j] = byte(j)
@@ -183,7 +184,7 @@ func FuzzReceive(f *testing.F) {
 			r.post(t)
 		}
 		before := dropTotal(r.qp.Drops())
-		if err := unix.Sendto(r.fd, d, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: uni}); err != nil {
+		if err := unix.Sendto(r.fd, d, 0, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: uni}); err != nil {
 			t.Fatalf("sendto: %v", err)
 		}
 		var n int
@@ -205,20 +206,20 @@ func FuzzReceive(f *testing.F) {
 		if !r.guardIntact() {
 			t.Fatalf("bytes past the posted buffer written (layout %d, %d-byte datagram)", r.layout, len(d))
 		}
-		var h soft.Header
-		payload, why := soft.Decode(d, &h)
+		var h roce.Header
+		payload, why := roce.Decode(d, &h)
 		if n == 0 {
 			// Dropped: the buffer stays posted. A datagram sealed and aimed
 			// at the QP, whose headers Decode takes and whose payload fits,
 			// must not be.
-			if flags&3 == 3 && why == soft.Accepted && len(payload) <= r.mtu {
+			if flags&3 == 3 && why == roce.Accepted && len(payload) <= r.mtu {
 				t.Fatalf("a good datagram (%d-byte payload, layout %d) was dropped: %+v", len(payload), r.layout, r.qp.Drops())
 			}
 			return
 		}
 		r.posted = false
 		wc := r.wcs[0]
-		if why != soft.Accepted {
+		if why != roce.Accepted {
 			t.Fatalf("the QP accepted what Decode drops (%v)", why)
 		}
 		buf := r.arena.Slice(0, wc.ByteLen)
@@ -332,16 +333,16 @@ func FuzzCoalesced(f *testing.F) {
 		var read []byte
 		var seg int
 		for j := range tc.n {
-			h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(j), QKey: 1, SrcQPN: 42}
+			h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: 2, PSN: uint32(j), QKey: 1, SrcQPN: 42}
 			if j%2 == 1 {
-				h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 7
+				h.Opcode, h.Imm = roce.OpUDSendOnlyImm, 7
 			}
 			plen := tc.plen
 			if j == tc.n-1 {
 				plen /= 2
 			}
-			h.PadCnt = uint8(soft.PadFor(plen))
-			d := make([]byte, h.Len()+plen+int(h.PadCnt)+soft.ICRCSize)
+			h.PadCnt = uint8(roce.PadFor(plen))
+			d := make([]byte, h.Len()+plen+int(h.PadCnt)+roce.ICRCSize)
 			h.Encode(d)
 			if j == 0 {
 				seg = len(d)
@@ -383,8 +384,8 @@ func FuzzCoalesced(f *testing.F) {
 		}
 		wants := make([][]byte, len(dgrams)) // what Decode finds: the payload, or nil
 		for j, d := range dgrams {
-			var h soft.Header
-			if p, why := soft.Decode(d, &h); why == soft.Accepted {
+			var h roce.Header
+			if p, why := roce.Decode(d, &h); why == roce.Accepted {
 				wants[j] = p
 			}
 		}

@@ -10,12 +10,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
 // # Receive-side GRO
 //
-// A sender's run of equal datagrams leaves as one UDP GSO skb (gso.go).
+// A sender's run of equal datagrams leaves as one UDP GSO skb (roce.CutRuns).
 // A receiving socket without UDP_GRO has the kernel cut it back into
 // datagrams as it queues it (udp_rcv_segment: on loopback in the
 // sender's context), one skb each; a socket with UDP_GRO queues the run
@@ -35,7 +36,7 @@ import (
 // the overflow on, the read completes by copy: those slots' bytes in the
 // posted buffers are moved in front of their overflow, so each slot is
 // contiguous in its row, and each datagram is copied into the next posted
-// buffer by the pass that checks its ICRC (crcCopy). Datagrams for which
+// buffer by the pass that checks its ICRC (roce.CRCCopy). Datagrams for which
 // no receive is posted, or no room is left in the caller's completions,
 // stay in the row (pending) and come first in the next Poll, as they
 // would have stayed in the socket buffer: nothing a read took is lost.
@@ -383,7 +384,7 @@ func (c *recvCQ) completeCopied(wcs []verbs.WC) int {
 			}
 			d, _ := g.run.next()
 			r := c.acceptCopied(d, c.rq[c.head], &wcs[n])
-			if r != Accepted {
+			if r != roce.Accepted {
 				c.q.drops[r].Add(1)
 				continue
 			}
@@ -414,7 +415,7 @@ func (c *recvCQ) startSlot(i int) {
 	g.id, g.started = 0, true
 	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		// Longer than a row: nothing to split it by that can be trusted.
-		c.q.drops[DropTooLong].Add(1)
+		c.q.drops[roce.DropTooLong].Add(1)
 		g.run = groRun{}
 		return
 	}
@@ -429,44 +430,44 @@ func (c *recvCQ) startSlot(i int) {
 // success fills the GRH area and wc. The ICRC is first tried with the IP
 // ID the segment most likely has (one more than the last one's), so that
 // solving for it is free.
-func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) DropReason {
+func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) roce.DropReason {
 	q, g := c.q, &c.gro
 	n := len(d)
 	h := &c.hd
-	if r := decodeHeaders(d[:min(n, hdrSize)], n, h); r != Accepted {
+	if r := roce.DecodeHeaders(d[:min(n, roce.HdrSize)], n, h); r != roce.Accepted {
 		return r
 	}
-	hl := hdrSize
+	hl := roce.HdrSize
 	if h.HasImm() {
-		h.Imm = binary.BigEndian.Uint32(d[hdrSize:])
-		hl = maxHdrSize
+		h.Imm = binary.BigEndian.Uint32(d[roce.HdrSize:])
+		hl = roce.MaxHdrSize
 	}
-	if r := c.forUs(h, g.sock, g.meta.dst); r != Accepted {
+	if r := c.forUs(h, g.sock, g.meta.dst); r != roce.Accepted {
 		return r
 	}
 	body := e.buf[verbs.GRHSize:]
-	plen := h.payloadLen(n)
+	plen := h.PayloadLen(n)
 	if plen > len(body) {
-		return DropTooLong
+		return roce.DropTooLong
 	}
 	name := &c.names[g.slot]
 	src := name.Addr
 	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
-		return DropSelf
+		return roce.DropSelf
 	}
 	guess := g.id
-	crc := c.icrc.start(src, g.meta.dst, guess, true, ntohs(name.Port), UDPPort, udpHdrSize+n, d)
-	crc = crcUpdate(crc, d[hdrSize:hl])
-	crc = crcCopy(crc, body, d[hl:hl+plen])
-	crc = crcUpdate(crc, d[hl+plen:n-ICRCSize])
-	x, dfFlipped, ok := solveTabFor(udpHdrSize + n).solve(crc ^ binary.LittleEndian.Uint32(d[n-ICRCSize:]))
+	crc := c.icrc.Start(src, g.meta.dst, guess, true, ntohs(name.Port), roce.UDPPort, roce.UDPHdrSize+n, d)
+	crc = roce.CRCUpdate(crc, d[roce.HdrSize:hl])
+	crc = roce.CRCCopy(crc, body, d[hl:hl+plen])
+	crc = roce.CRCUpdate(crc, d[hl+plen:n-roce.ICRCSize])
+	x, dfFlipped, ok := roce.Solve(roce.UDPHdrSize+n, crc^binary.LittleEndian.Uint32(d[n-roce.ICRCSize:]))
 	if !ok {
-		return DropBadICRC
+		return roce.DropBadICRC
 	}
 	id := x ^ guess
 	g.id = id + 1
 	c.accepted(e, wc, h, &g.meta, src, id, !dfFlipped, n, plen)
-	return Accepted
+	return roce.Accepted
 }
 
 // groSeg is the segment size in a UDP_GRO control message in b, or 0.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -35,9 +36,9 @@ func coalesced(t *testing.T, q *soft.QP, segs []groSeg, src, dst [4]byte, sport 
 	var payloads [][]byte
 	seg := 0
 	for j, s := range segs {
-		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: q.QPN(), PSN: uint32(100 + j), QKey: q.QKey(), SrcQPN: 0x4242}
+		h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: q.QPN(), PSN: uint32(100 + j), QKey: q.QKey(), SrcQPN: 0x4242}
 		if s.imm {
-			h.Opcode, h.Imm = soft.OpUDSendOnlyImm, 0xC0FFEE00|uint32(j)
+			h.Opcode, h.Imm = roce.OpUDSendOnlyImm, 0xC0FFEE00|uint32(j)
 		}
 		if s.badQKey {
 			h.QKey ^= 1
@@ -46,8 +47,8 @@ func coalesced(t *testing.T, q *soft.QP, segs []groSeg, src, dst [4]byte, sport 
 		for i := range payload {
 			payload[i] = byte(j*31 + i)
 		}
-		h.PadCnt = uint8(soft.PadFor(len(payload)))
-		d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+		h.PadCnt = uint8(roce.PadFor(len(payload)))
+		d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+roce.ICRCSize)
 		copy(d[h.Encode(d):], payload)
 		id := uint16(0)
 		if numbered {
@@ -61,10 +62,10 @@ func coalesced(t *testing.T, q *soft.QP, segs []groSeg, src, dst [4]byte, sport 
 		copy(pkt[12:], src[:])
 		copy(pkt[16:], dst[:])
 		binary.BigEndian.PutUint16(pkt[20:], sport)
-		binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+		binary.BigEndian.PutUint16(pkt[22:], roce.UDPPort)
 		binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
 		copy(pkt[28:], d)
-		crc, err := soft.ICRC(pkt)
+		crc, err := roce.ICRC(pkt)
 		require.NoError(t, err)
 		binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
 		if s.badICRC {

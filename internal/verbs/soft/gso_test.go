@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -165,19 +166,19 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		require.NoError(t, err)
 		pkt := buf[:r]
 		// Skip what else the kernel sends on a fresh link (IPv6, IGMP).
-		if r < 28 || pkt[0]>>4 != 4 || pkt[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(pkt[22:]) != soft.UDPPort {
+		if r < 28 || pkt[0]>>4 != 4 || pkt[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(pkt[22:]) != roce.UDPPort {
 			continue
 		}
 		pkts = append(pkts, bytes.Clone(pkt))
 	}
 	require.Len(t, pkts, n, "RoCEv2 packets on the TUN")
 	for j, pkt := range pkts {
-		assert.True(t, soft.VerifyICRC(pkt), "packet %d: ICRC over the header the kernel wrote", j)
+		assert.True(t, roce.VerifyICRC(pkt), "packet %d: ICRC over the header the kernel wrote", j)
 		assert.Equal(t, uint16(0x4000), binary.BigEndian.Uint16(pkt[6:])&0x4000, "packet %d: DF", j)
 		assert.Equal(t, []byte{239, 77, 0, 1}, pkt[16:20], "packet %d: destination", j)
-		var h soft.Header
-		payload, r := soft.Decode(pkt[28:], &h)
-		require.Equal(t, soft.Accepted, r, "packet %d", j)
+		var h roce.Header
+		payload, r := roce.Decode(pkt[28:], &h)
+		require.Equal(t, roce.Accepted, r, "packet %d", j)
 		assert.Equal(t, want[j], payload, "packet %d: payload, in order", j)
 	}
 	return pkts

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 // The receive side checks the ICRC over every byte it covers: one byte
@@ -22,7 +22,7 @@ import (
 // only the ICRC can drop it. (A change in the destination QPN is caught as
 // not-for-us first, one in P_Key or Q_Key by their own checks.)
 func TestICRCCoversEveryByte(t *testing.T) {
-	good := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 0x123456, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	good := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 0x123456, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
 	const hdr = 12 + 8                 // BTH, DETH
 	payload := []byte("icrc payload!") // 13 bytes: 3 of pad
 	const pad = 3
@@ -40,8 +40,8 @@ func TestICRCCoversEveryByte(t *testing.T) {
 		{"DETH-srcQP", func(int) int { return 19 }, 0x01, false},
 		{"payload-first", func(int) int { return hdr }, 0x01, false},
 		{"payload-last", func(int) int { return hdr + 12 }, 0x80, false},
-		{"pad", func(n int) int { return n - soft.ICRCSize - 1 }, 0x01, false},
-		{"ICRC-first", func(n int) int { return n - soft.ICRCSize }, 0x01, false},
+		{"pad", func(n int) int { return n - roce.ICRCSize - 1 }, 0x01, false},
+		{"ICRC-first", func(n int) int { return n - roce.ICRCSize }, 0x01, false},
 		{"ICRC-last", func(n int) int { return n - 1 }, 0x80, false},
 	}
 	for _, only := range []bool{false, true} {
@@ -53,7 +53,7 @@ func TestICRCCoversEveryByte(t *testing.T) {
 			r := newRawSender(t)
 			for _, c := range cases {
 				dg := r.datagram(good, payload, group)
-				require.Equal(t, hdr+len(payload)+pad+soft.ICRCSize, len(dg))
+				require.Equal(t, hdr+len(payload)+pad+roce.ICRCSize, len(dg))
 				dg[c.off(len(dg))] ^= c.flip
 				before := a.qp.Drops()
 				r.send(t, dg, group)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -313,7 +314,7 @@ func roceSockets(t *testing.T) int {
 	n := 0
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
-		if len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", soft.UDPPort)) && mine[f[9]] {
+		if len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", roce.UDPPort)) && mine[f[9]] {
 			n++
 		}
 	}

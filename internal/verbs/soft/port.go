@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/go-rdma/rdmanet/internal/roce"
 )
 
 // holder is who holds UDP port 4791 in this network namespace, as far as
@@ -30,7 +32,7 @@ var portHolder = findPortHolder
 func findPortHolder() holder {
 	inodes := map[string]bool{}
 	for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
-		for _, ino := range portInodes(f, UDPPort) {
+		for _, ino := range portInodes(f, roce.UDPPort) {
 			inodes["socket:["+ino+"]"] = true
 		}
 	}

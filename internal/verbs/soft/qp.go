@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -54,7 +55,7 @@ type QP struct {
 	scq sendCQ
 	rcq recvCQ
 
-	drops [numDropReasons]atomic.Uint64
+	drops [roce.NumDropReasons]atomic.Uint64
 	// sockDrops is each socket's sk_drops (multicast, unicast) as last
 	// seen in SO_RXQ_OVFL or SO_MEMINFO: datagrams the kernel dropped
 	// because the socket buffer was full.
@@ -420,7 +421,7 @@ func (q *QP) leave(grp [4]byte) error {
 // bindRoCE binds fd to addr:4791. EADDRINUSE there means another socket
 // holds the port without SO_REUSEADDR: often the kernel's Soft-RoCE's.
 func bindRoCE(fd int, addr [4]byte) error {
-	return bindError(addr, unix.Bind(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: addr}))
+	return bindError(addr, unix.Bind(fd, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: addr}))
 }
 
 // bindError says what a failed bind to addr:4791 means: for EADDRINUSE,
@@ -430,9 +431,9 @@ func bindError(addr [4]byte, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EADDRINUSE):
-		return fmt.Errorf("bind %v:%d: %w (%s)", net.IP(addr[:]), UDPPort, err, portHolder().why())
+		return fmt.Errorf("bind %v:%d: %w (%s)", net.IP(addr[:]), roce.UDPPort, err, portHolder().why())
 	}
-	return fmt.Errorf("bind %v:%d: %w", net.IP(addr[:]), UDPPort, err)
+	return fmt.Errorf("bind %v:%d: %w", net.IP(addr[:]), roce.UDPPort, err)
 }
 
 // mcOrigDst turns IP_RECVORIGDSTADDR on the multicast socket of a
@@ -595,7 +596,7 @@ func routeFrom(src, dst [4]byte) error {
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src}); err != nil {
 		return os.NewSyscallError("bind", err)
 	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: UDPPort, Addr: dst}); err != nil {
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: dst}); err != nil {
 		return os.NewSyscallError("connect", err)
 	}
 	return nil
@@ -660,14 +661,14 @@ type sendQueue struct {
 	mu     sync.Mutex
 	closed bool
 	psn    uint32
-	hdr    [][maxHdrSize]byte
+	hdr    [][roce.MaxHdrSize]byte
 	tail   [][8]byte // pad and ICRC
 	iov    [][3]unix.Iovec
 	names  []unix.RawSockaddrInet4
 	msgs   []mmsghdr // one datagram per slot
 	status []verbs.WCStatus
 	errno  []unix.Errno // why a slot's send failed
-	icrc   udICRC
+	icrc   roce.FlowICRC
 
 	gso     bool       // UDP_SEGMENT works on this socket
 	segID   []uint16   // each slot's IP ID (its index in its run)
@@ -682,20 +683,13 @@ type sendQueue struct {
 	maxScratch int
 }
 
-// GSO limits: UDP_MAX_SEGMENTS in every kernel since 4.18, and an IPv4
-// datagram's largest UDP payload.
-const (
-	maxGSOSegs  = 64
-	maxGSOBytes = 0xFFFF - ipv4HdrSize - udpHdrSize
-)
-
 // init makes the send queue with a scratch of firstScratch slots; a post
 // of more WRs grows it (grow), up to sendScratch, and a post of more than
 // that goes out in batches of sendScratch.
 func (s *sendQueue) init(q *QP, depth int) error {
 	s.psn = rand.Uint32N(1 << 24)
 	s.maxScratch = min(depth, sendScratch)
-	s.flat = make([]byte, maxHdrSize+q.mtu+8)
+	s.flat = make([]byte, roce.MaxHdrSize+q.mtu+8)
 	s.grow(min(s.maxScratch, firstScratch))
 	// A kernel without UDP GSO (before 4.18) refuses the option.
 	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
@@ -704,7 +698,7 @@ func (s *sendQueue) init(q *QP, depth int) error {
 
 // grow makes the send scratch n slots; no post is in progress.
 func (s *sendQueue) grow(n int) {
-	s.hdr = make([][maxHdrSize]byte, n)
+	s.hdr = make([][roce.MaxHdrSize]byte, n)
 	s.tail = make([][8]byte, n)
 	s.iov = make([][3]unix.Iovec, n)
 	s.names = make([]unix.RawSockaddrInet4, n)
@@ -723,7 +717,7 @@ func (s *sendQueue) grow(n int) {
 	s.gctrl = make([][24]byte, n)
 	for i := range s.msgs {
 		s.names[i].Family = unix.AF_INET
-		s.names[i].Port = htons(UDPPort)
+		s.names[i].Port = htons(roce.UDPPort)
 		m := &s.msgs[i].Hdr
 		m.Name = (*byte)(unsafe.Pointer(&s.names[i]))
 		m.Namelen = unix.SizeofSockaddrInet4
@@ -780,7 +774,7 @@ func (q *QP) PostSend(wrs []verbs.SendWR) (int, error) {
 
 // prepare fills slots for up to len(slots) WRs and returns how many; err
 // says why the next one could not be. Each WR's headers go into its slot
-// (encode), the batch is cut into GSO runs (cutRuns), then each datagram
+// (encode), the batch is cut into GSO runs (roce.CutRuns), then each datagram
 // is sealed with the ICRC for the IP ID its place in its run gives it
 // (seal).
 func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
@@ -797,7 +791,7 @@ func (q *QP) prepare(wrs []verbs.SendWR) (int, error) {
 			break
 		}
 	}
-	s.runs = cutRuns(s.runs[:0], s.segID[:k], s.dst[:k], s.dlen[:k], s.gso)
+	s.runs = roce.CutRuns(s.runs[:0], s.segID[:k], s.dst[:k], s.dlen[:k], s.gso)
 	for i := range k {
 		q.seal(i, k == 1)
 	}
@@ -836,10 +830,10 @@ func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
 		}
 		*room--
 	}
-	h := Header{
-		Opcode:  OpUDSendOnly,
+	h := roce.Header{
+		Opcode:  roce.OpUDSendOnly,
 		SE:      wr.Flags&verbs.SendSolicited != 0,
-		PadCnt:  uint8(PadFor(len(payload))),
+		PadCnt:  uint8(roce.PadFor(len(payload))),
 		PKey:    verbs.DefaultPKey,
 		DestQPN: wr.RemoteQPN,
 		PSN:     s.psn,
@@ -850,14 +844,14 @@ func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
 		h.QKey = q.qkey
 	}
 	if wr.Flags&verbs.SendWithImm != 0 {
-		h.Opcode = OpUDSendOnlyImm
+		h.Opcode = roce.OpUDSendOnlyImm
 		h.Imm = wr.Imm
 	}
 	hl := h.Encode(s.hdr[i][:])
 	pad := int(h.PadCnt)
-	tail := s.tail[i][:pad+ICRCSize]
+	tail := s.tail[i][:pad+roce.ICRCSize]
 	clear(tail[:pad])
-	s.dlen[i] = hl + len(payload) + pad + ICRCSize
+	s.dlen[i] = hl + len(payload) + pad + roce.ICRCSize
 	s.dst[i] = a.dst
 	s.names[i].Addr = a.dst
 	setIov(&s.iov[i][0], s.hdr[i][:hl])
@@ -876,17 +870,17 @@ func (q *QP) seal(i int, lone bool) {
 	hl := int(s.iov[i][0].Len)
 	payload := iovBytes(s.iov[i][1])
 	tail := iovBytes(s.iov[i][2])
-	pad := len(tail) - ICRCSize
-	crc := s.icrc.start(q.unicast, s.dst[i], s.segID[i], true, UDPPort, UDPPort, udpHdrSize+s.dlen[i], s.hdr[i][:])
-	if hl > hdrSize {
-		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][hdrSize:hl])
+	pad := len(tail) - roce.ICRCSize
+	crc := s.icrc.Start(q.unicast, s.dst[i], s.segID[i], true, roce.UDPPort, roce.UDPPort, roce.UDPHdrSize+s.dlen[i], s.hdr[i][:])
+	if hl > roce.HdrSize {
+		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][roce.HdrSize:hl])
 	}
 	if lone {
-		dst := s.flat[maxHdrSize : maxHdrSize+len(payload)]
-		crc = crcCopy(crc, dst, payload)
+		dst := s.flat[roce.MaxHdrSize : roce.MaxHdrSize+len(payload)]
+		crc = roce.CRCCopy(crc, dst, payload)
 		setIov(&s.iov[i][1], dst)
 	} else {
-		crc = crcUpdate(crc, payload)
+		crc = roce.CRCUpdate(crc, payload)
 	}
 	crc = crc32.Update(crc, crc32.IEEETable, tail[:pad])
 	binary.LittleEndian.PutUint32(tail[pad:], crc)
@@ -999,7 +993,7 @@ func (q *QP) send(msgs []mmsghdr, runs []int) {
 func (q *QP) sendFlat(m *mmsghdr) (int, error) {
 	flat := q.sq.flat
 	iov := unsafe.Slice(m.Hdr.Iov, m.Hdr.Iovlen)
-	start := maxHdrSize - int(iov[0].Len)
+	start := roce.MaxHdrSize - int(iov[0].Len)
 	n := start
 	for _, v := range iov {
 		if v.Len > 0 && v.Base != &flat[n] {
@@ -1017,8 +1011,8 @@ func (q *QP) resealAlone(first, last int) {
 	for i := first; i < last; i++ {
 		if id := s.segID[i]; id != 0 {
 			tail := s.iov[i][2]
-			icrc := unsafe.Slice(tail.Base, tail.Len)[tail.Len-ICRCSize:]
-			fix := icrcIDDelta(udpHdrSize+s.dlen[i], id)
+			icrc := unsafe.Slice(tail.Base, tail.Len)[tail.Len-roce.ICRCSize:]
+			fix := roce.IDDelta(roce.UDPHdrSize+s.dlen[i], id)
 			binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^fix)
 			s.segID[i] = 0
 		}

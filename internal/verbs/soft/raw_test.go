@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -56,10 +57,10 @@ func sealICRC(d []byte, dst [4]byte, sport uint16, df bool) error {
 	copy(pkt[12:], []byte{127, 0, 0, 1})
 	copy(pkt[16:], dst[:])
 	binary.BigEndian.PutUint16(pkt[20:], sport)
-	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+	binary.BigEndian.PutUint16(pkt[22:], roce.UDPPort)
 	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
 	copy(pkt[28:], d)
-	crc, err := soft.ICRC(pkt)
+	crc, err := roce.ICRC(pkt)
 	if err != nil {
 		return err
 	}
@@ -69,9 +70,9 @@ func sealICRC(d []byte, dst [4]byte, sport uint16, df bool) error {
 
 // datagram builds a UD SEND_ONLY datagram to group with a correct ICRC for
 // an IPv4 header with ID 0 and DF.
-func (r *rawSender) datagram(h soft.Header, payload []byte, group [4]byte) []byte {
-	h.PadCnt = uint8(soft.PadFor(len(payload)))
-	dg := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+func (r *rawSender) datagram(h roce.Header, payload []byte, group [4]byte) []byte {
+	h.PadCnt = uint8(roce.PadFor(len(payload)))
+	dg := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+roce.ICRCSize)
 	n := h.Encode(dg)
 	copy(dg[n:], payload)
 	if err := sealICRC(dg, group, r.sport, !r.noDF); err != nil {
@@ -81,7 +82,7 @@ func (r *rawSender) datagram(h soft.Header, payload []byte, group [4]byte) []byt
 }
 
 func (r *rawSender) send(t *testing.T, dg []byte, group [4]byte) {
-	require.NoError(t, unix.Sendto(r.fd, dg, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: group}))
+	require.NoError(t, unix.Sendto(r.fd, dg, 0, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: group}))
 }
 
 // TestRawBadPacketsDroppedAndCounted runs for a QP that reads control
@@ -99,7 +100,7 @@ func testRawBadPackets(t *testing.T, addrOnly bool) {
 	a.join("239.201.9.1", false)
 	group := [4]byte{239, 201, 9, 1}
 	r := newRawSender(t)
-	good := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	good := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
 
 	badQKey := good
 	badQKey.QKey = 0x7777
@@ -157,7 +158,7 @@ func TestSelfDroppedBeforeICRC(t *testing.T) {
 	a.join("239.201.9.21", false)
 	group := [4]byte{239, 201, 9, 21}
 	r := newRawSenderFrom(t, a.qp.UnicastIP())
-	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
 	dg := r.datagram(h, []byte("own, bad icrc"), group)
 	dg[len(dg)-1] ^= 0x5A
 	r.send(t, dg, group)
@@ -183,7 +184,7 @@ func TestBareReadsFollowMembership(t *testing.T) {
 	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
 	r := newRawSender(t)
 	g1, g2, g3 := [4]byte{239, 201, 9, 11}, [4]byte{239, 201, 9, 12}, [4]byte{239, 201, 9, 13}
-	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
 	send := func(g [4]byte, msg string) { r.send(t, r.datagram(h, []byte(msg), g), g) }
 	ip := func(g [4]byte) string { return net.IP(g[:]).String() }
 	// expect receives want, each with its group as the GRH destination.
@@ -234,7 +235,7 @@ func TestTooLongDatagram(t *testing.T) {
 		r := newRawSender(t)
 		mtu := b.id.Local().MTU
 		uni := b.qp.UnicastIP()
-		h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+		h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
 		for _, size := range []int{verbs.GRHSize + mtu, verbs.GRHSize + mtu + 4 + 3 + 4} {
 			t.Run(fmt.Sprintf("GRHAddressesOnly=%v/%d", only, size), func(t *testing.T) {
 				region := b.arena.Slice(0, uint32(size+64))
@@ -300,7 +301,7 @@ func TestICRCForDFClear(t *testing.T) {
 	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
 	b.postRecvs(0, 4)
 	uni := b.qp.UnicastIP()
-	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
 	for _, noDF := range []bool{true, false} {
 		r := newRawSender(t)
 		r.noDF = noDF

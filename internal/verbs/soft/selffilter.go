@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -38,7 +39,7 @@ const skfNetOff = -0x100000
 
 // selfFilterMinLen is the shortest datagram whose DETH source QP the
 // filter reads: UDP header, BTH, DETH.
-const selfFilterMinLen = udpHdrSize + 12 + 8
+const selfFilterMinLen = roce.UDPHdrSize + 12 + 8
 
 // selfFilter is the filter dropping src:4791's datagrams from QPN qpn.
 func selfFilter(src [4]byte, qpn uint32) []unix.SockFilter {
@@ -58,10 +59,10 @@ func selfFilter(src [4]byte, qpn uint32) []unix.SockFilter {
 		{Code: ldAbsW, K: netOff(12)},                  // 0: IPv4 source
 		{Code: jeq, Jt: 0, Jf: 7, K: ip},               // 1
 		{Code: ldAbsH, K: 0},                           // 2: UDP source port
-		{Code: jeq, Jt: 0, Jf: 5, K: UDPPort},          // 3
+		{Code: jeq, Jt: 0, Jf: 5, K: roce.UDPPort},     // 3
 		{Code: ldLen},                                  // 4
 		{Code: jge, Jt: 0, Jf: 3, K: selfFilterMinLen}, // 5
-		{Code: ldAbsW, K: udpHdrSize + 12 + 4},         // 6: DETH reserved, source QP
+		{Code: ldAbsW, K: roce.UDPHdrSize + 12 + 4},    // 6: DETH reserved, source QP
 		{Code: and, K: 0xFFFFFF},                       // 7
 		{Code: jeq, Jt: 1, Jf: 0, K: qpn},              // 8
 		{Code: ret, K: 0xFFFFFFFF},                     // 9: accept

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -129,23 +130,23 @@ func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(fd) })
 	require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
-	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: src}))
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: src}))
 	require.NoError(t, unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO))
 	other := newRawSenderFrom(t, src) // own address, another port
 
-	h := soft.Header{Opcode: soft.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: a.qp.QPN()}
 	send := func(fd int, dg []byte) {
-		require.NoError(t, unix.Sendto(fd, dg, 0, &unix.SockaddrInet4{Port: soft.UDPPort, Addr: group}))
+		require.NoError(t, unix.Sendto(fd, dg, 0, &unix.SockaddrInet4{Port: roce.UDPPort, Addr: group}))
 	}
 	// Own address and port, own QPN: the filter's.
-	send(fd, datagramFrom(t, h, []byte("own"), src, soft.UDPPort, group))
+	send(fd, datagramFrom(t, h, []byte("own"), src, roce.UDPPort, group))
 	// Own address and port, too short for a DETH.
 	send(fd, []byte("short"))
 	// Own address, another port, own QPN.
 	send(other.fd, datagramFrom(t, h, []byte("own, other port"), src, other.sport, group))
 	// Own address and port, another QPN.
 	h.SrcQPN ^= 1
-	send(fd, datagramFrom(t, h, []byte("another QP"), src, soft.UDPPort, group))
+	send(fd, datagramFrom(t, h, []byte("another QP"), src, roce.UDPPort, group))
 
 	wcs := a.recv(1, 2*time.Second)
 	require.Len(t, wcs, 1)
@@ -158,9 +159,9 @@ func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 
 // datagramFrom builds a UD SEND_ONLY datagram to group with the ICRC of an
 // IPv4 header from src:sport with ID 0 and DF.
-func datagramFrom(t *testing.T, h soft.Header, payload []byte, src [4]byte, sport uint16, group [4]byte) []byte {
-	h.PadCnt = uint8(soft.PadFor(len(payload)))
-	d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+soft.ICRCSize)
+func datagramFrom(t *testing.T, h roce.Header, payload []byte, src [4]byte, sport uint16, group [4]byte) []byte {
+	h.PadCnt = uint8(roce.PadFor(len(payload)))
+	d := make([]byte, h.Len()+len(payload)+int(h.PadCnt)+roce.ICRCSize)
 	copy(d[h.Encode(d):], payload)
 	pkt := make([]byte, 28+len(d))
 	pkt[0], pkt[6], pkt[9] = 0x45, 0x40, unix.IPPROTO_UDP
@@ -168,10 +169,10 @@ func datagramFrom(t *testing.T, h soft.Header, payload []byte, src [4]byte, spor
 	copy(pkt[12:], src[:])
 	copy(pkt[16:], group[:])
 	binary.BigEndian.PutUint16(pkt[20:], sport)
-	binary.BigEndian.PutUint16(pkt[22:], soft.UDPPort)
+	binary.BigEndian.PutUint16(pkt[22:], roce.UDPPort)
 	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d)))
 	copy(pkt[28:], d)
-	crc, err := soft.ICRC(pkt)
+	crc, err := roce.ICRC(pkt)
 	require.NoError(t, err)
 	binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
 	return d

@@ -1,6 +1,4 @@
-//go:build linux
-
-package soft
+package roce
 
 import "golang.org/x/sys/cpu"
 

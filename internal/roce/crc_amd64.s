@@ -1,5 +1,3 @@
-//go:build linux
-
 #include "textflag.h"
 
 // Fold constants for the reflected IEEE CRC-32 (x^(D+32) mod P in the low

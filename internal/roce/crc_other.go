@@ -1,6 +1,6 @@
-//go:build linux && !amd64
+//go:build !amd64
 
-package soft
+package roce
 
 const haveFold = false
 

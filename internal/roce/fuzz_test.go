@@ -1,6 +1,4 @@
-//go:build linux
-
-package soft
+package roce
 
 import (
 	"testing"
@@ -28,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		var h Header
 		p, r := CheckIPv4(pkt, &fuzzFilter, &h)
-		if r >= numDropReasons {
+		if r >= NumDropReasons {
 			t.Fatalf("CheckIPv4: unknown reason %d", r)
 		}
 		if (r == Accepted) != (p != nil) {
@@ -45,13 +43,13 @@ func FuzzDecode(f *testing.F) {
 		}
 		if len(pkt) >= 28 {
 			p, r = Decode(pkt[28:], &h)
-			if r >= numDropReasons || (r == Accepted) != (p != nil && len(p) <= len(pkt)) {
+			if r >= NumDropReasons || (r == Accepted) != (p != nil && len(p) <= len(pkt)) {
 				t.Fatalf("Decode: reason %v, payload %d bytes", r, len(p))
 			}
 			SolveIPv4ID(pkt[28:], [4]byte{}, [4]byte{}, 0, 0)
 		}
 		p, r = Decode(pkt, &h)
-		if r >= numDropReasons || (r == Accepted) != (p != nil) {
+		if r >= NumDropReasons || (r == Accepted) != (p != nil) {
 			t.Fatalf("Decode: reason %v, payload %d bytes", r, len(p))
 		}
 	})

@@ -1,16 +1,14 @@
-//go:build linux
-
-package soft
+package roce
 
 import "hash/crc32"
 
-// crcUpdate is crc32.Update with the IEEE table: the ICRC's CRC over a
+// CRCUpdate is crc32.Update with the IEEE table: the ICRC's CRC over a
 // payload. Where the CPU has AVX-512 VPCLMULQDQ, the bulk of a long
 // payload is folded 256 bytes a step in four independent 512-bit chains
 // (crc_amd64.s), where hash/crc32 folds 64 bytes a step in one chain whose
 // every step waits for the one before: 4096 bytes in about 80 ns instead
 // of 140 on a Zen 4 core.
-func crcUpdate(crc uint32, p []byte) uint32 {
+func CRCUpdate(crc uint32, p []byte) uint32 {
 	if len(p) >= foldMin && haveFold {
 		return crcFold(crc, p)
 	}
@@ -23,10 +21,10 @@ func crcFold(crc uint32, p []byte) uint32 {
 	return crc32.Update(crc, crc32.IEEETable, p[n:])
 }
 
-// crcCopy is crcUpdate(crc, src) that also copies src to dst, which must
+// CRCCopy is CRCUpdate(crc, src) that also copies src to dst, which must
 // hold it: with the fold, a long src is copied from the registers its
 // CRC loads, for about the CRC's time alone.
-func crcCopy(crc uint32, dst, src []byte) uint32 {
+func CRCCopy(crc uint32, dst, src []byte) uint32 {
 	dst = dst[:len(src)]
 	if len(src) < foldMin || !haveFold {
 		copy(dst, src)

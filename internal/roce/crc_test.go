@@ -1,6 +1,4 @@
-//go:build linux
-
-package soft
+package roce
 
 import (
 	"bytes"
@@ -10,12 +8,12 @@ import (
 	"testing"
 )
 
-// TestCRCUpdateMatchesHashCRC32 checks crcUpdate against hash/crc32 on
+// TestCRCUpdateMatchesHashCRC32 checks CRCUpdate against hash/crc32 on
 // every length to 5000 bytes, at every start alignment mod 64 on some,
 // from random CRC states, and on long buffers.
 func TestCRCUpdateMatchesHashCRC32(t *testing.T) {
 	if !haveFold {
-		t.Log("no AVX-512 VPCLMULQDQ here: crcUpdate is hash/crc32")
+		t.Log("no AVX-512 VPCLMULQDQ here: CRCUpdate is hash/crc32")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	buf := make([]byte, 70000)
@@ -24,8 +22,8 @@ func TestCRCUpdateMatchesHashCRC32(t *testing.T) {
 	}
 	check := func(crc uint32, p []byte) {
 		t.Helper()
-		if got, want := crcUpdate(crc, p), crc32.Update(crc, crc32.IEEETable, p); got != want {
-			t.Fatalf("len %d crc %#x: crcUpdate %#x, hash/crc32 %#x", len(p), crc, got, want)
+		if got, want := CRCUpdate(crc, p), crc32.Update(crc, crc32.IEEETable, p); got != want {
+			t.Fatalf("len %d crc %#x: CRCUpdate %#x, hash/crc32 %#x", len(p), crc, got, want)
 		}
 	}
 	for n := 0; n <= 5000; n++ {
@@ -41,7 +39,7 @@ func TestCRCUpdateMatchesHashCRC32(t *testing.T) {
 	check(r.Uint32(), buf[3:])
 }
 
-// TestCRCCopy checks crcCopy's CRC against hash/crc32 and its copy
+// TestCRCCopy checks CRCCopy's CRC against hash/crc32 and its copy
 // against the source, on every length to 5000 bytes at shifting source
 // and destination alignments, and that it writes nothing past the copy.
 func TestCRCCopy(t *testing.T) {
@@ -58,8 +56,8 @@ func TestCRCCopy(t *testing.T) {
 		}
 		crc := r.Uint32()
 		p := src[so : so+n]
-		if got, want := crcCopy(crc, dst[do:], p), crc32.Update(crc, crc32.IEEETable, p); got != want {
-			t.Fatalf("len %d: crcCopy %#x, hash/crc32 %#x", n, got, want)
+		if got, want := CRCCopy(crc, dst[do:], p), crc32.Update(crc, crc32.IEEETable, p); got != want {
+			t.Fatalf("len %d: CRCCopy %#x, hash/crc32 %#x", n, got, want)
 		}
 		if !bytes.Equal(dst[do:do+n], p) {
 			t.Fatalf("len %d: the copy differs from the source", n)
@@ -72,7 +70,7 @@ func TestCRCCopy(t *testing.T) {
 	}
 }
 
-// BenchmarkCRCUpdate is crcUpdate beside hash/crc32, each call waiting
+// BenchmarkCRCUpdate is CRCUpdate beside hash/crc32, each call waiting
 // for the one before, as an ICRC does.
 func BenchmarkCRCUpdate(b *testing.B) {
 	for _, n := range []int{256, 512, 1024, 4096} {
@@ -85,11 +83,11 @@ func BenchmarkCRCUpdate(b *testing.B) {
 			}
 			sink = crc
 		})
-		b.Run("crcUpdate/"+strconv.Itoa(n), func(b *testing.B) {
+		b.Run("CRCUpdate/"+strconv.Itoa(n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			var crc uint32
 			for range b.N {
-				crc = crcUpdate(crc, p)
+				crc = CRCUpdate(crc, p)
 			}
 			sink = crc
 		})

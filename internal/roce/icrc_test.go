@@ -1,6 +1,4 @@
-//go:build linux
-
-package soft
+package roce
 
 import (
 	"encoding/binary"
@@ -58,7 +56,7 @@ func ipv4Packet(dgram []byte, src, dst [4]byte, id uint16, df bool, sport uint16
 	pkt[9] = 17
 	copy(pkt[12:], src[:])
 	copy(pkt[16:], dst[:])
-	binary.BigEndian.PutUint16(pkt[10:], ipv4Checksum(pkt[:20]))
+	binary.BigEndian.PutUint16(pkt[10:], IPv4Checksum(pkt[:20]))
 	binary.BigEndian.PutUint16(pkt[20:], sport)
 	binary.BigEndian.PutUint16(pkt[22:], UDPPort)
 	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(dgram)))
@@ -184,14 +182,14 @@ func BenchmarkSolveIPv4ID(b *testing.B) {
 	}
 }
 
-// TestUDICRCHeadMatchesFullCRC checks udICRC's remembered flow head
+// TestUDICRCHeadMatchesFullCRC checks FlowICRC's remembered flow head
 // against the kernel's algorithm: datagrams of one flow (the cache hits,
 // only ID and PSN change) interleaved with flow changes in every other
 // field the head covers (the cache must miss), each completed with a
 // random payload and compared with refICRCv4 over the whole packet.
 func TestUDICRCHeadMatchesFullCRC(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
-	var u udICRC
+	var u FlowICRC
 	src, dst := [4]byte{127, 1, 2, 3}, [4]byte{239, 1, 2, 3}
 	sport := uint16(UDPPort)
 	h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, QKey: 0x01234567, SrcQPN: 0x42}
@@ -215,17 +213,17 @@ func TestUDICRCHeadMatchesFullCRC(t *testing.T) {
 		h.PSN = rng.Uint32() & 0xFFFFFF
 		h.PadCnt = uint8(PadFor(plen))
 		id := uint16(rng.Uint32())
-		dgram := make([]byte, hdrSize+plen+int(h.PadCnt)+ICRCSize)
+		dgram := make([]byte, HdrSize+plen+int(h.PadCnt)+ICRCSize)
 		h.Encode(dgram)
-		for j := hdrSize; j < hdrSize+plen; j++ {
+		for j := HdrSize; j < HdrSize+plen; j++ {
 			dgram[j] = byte(rng.Uint32())
 		}
 		before := u.last
-		crc := u.start(src, dst, id, df, sport, UDPPort, udpHdrSize+len(dgram), dgram)
+		crc := u.Start(src, dst, id, df, sport, UDPPort, UDPHdrSize+len(dgram), dgram)
 		if u.last == before {
 			hits++
 		}
-		crc = crc32.Update(crc, crc32.IEEETable, dgram[hdrSize:len(dgram)-ICRCSize])
+		crc = crc32.Update(crc, crc32.IEEETable, dgram[HdrSize:len(dgram)-ICRCSize])
 		pkt := ipv4Packet(dgram, src, dst, id, df, sport)
 		require.Equal(t, refICRCv4(pkt), crc, "datagram %d", i)
 	}
@@ -260,7 +258,7 @@ func TestIPv4ChecksumWords(t *testing.T) {
 		hs = append(hs, h)
 	}
 	for _, h := range hs {
-		require.Equal(t, rfc1071(h), ipv4Checksum(h), "header % x", h)
+		require.Equal(t, rfc1071(h), IPv4Checksum(h), "header % x", h)
 	}
 }
 

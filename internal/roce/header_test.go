@@ -1,6 +1,4 @@
-//go:build linux
-
-package soft
+package roce
 
 import (
 	"bytes"
@@ -46,8 +44,8 @@ func TestEncodeWireBytes(t *testing.T) {
 	t.Parallel()
 	h := Header{Opcode: OpUDSendOnlyImm, SE: true, PadCnt: 3, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: 0x010203,
 		QKey: 0x01234567, SrcQPN: 0x0A0B0C, Imm: 0x11223344}
-	b := make([]byte, maxHdrSize)
-	require.Equal(t, maxHdrSize, h.Encode(b))
+	b := make([]byte, MaxHdrSize)
+	require.Equal(t, MaxHdrSize, h.Encode(b))
 	want := []byte{
 		0x65, 0x80 | 3<<4, 0xFF, 0xFF, // opcode, SE|PadCnt|TVer 0, P_Key
 		0x00, 0xFF, 0xFF, 0xFF, // reserved, dest QPN
@@ -70,15 +68,15 @@ func TestDecodeBad(t *testing.T) {
 		want   DropReason
 	}{
 		{"empty", func(b []byte) []byte { return nil }, DropTruncated},
-		{"headers only", func(b []byte) []byte { return b[:hdrSize] }, DropTruncated},
-		{"one short of ICRC", func(b []byte) []byte { return b[:hdrSize+ICRCSize-1] }, DropTruncated},
+		{"headers only", func(b []byte) []byte { return b[:HdrSize] }, DropTruncated},
+		{"one short of ICRC", func(b []byte) []byte { return b[:HdrSize+ICRCSize-1] }, DropTruncated},
 		{"TVer 1", func(b []byte) []byte { b[1] |= 1; return b }, DropBadTVer},
 		{"RC SEND_ONLY", func(b []byte) []byte { b[0] = 0x04; return b }, DropBadOpcode},
 		{"UD SEND_FIRST", func(b []byte) []byte { b[0] = 0x60; return b }, DropBadOpcode},
 		{"P_Key 0x8001", func(b []byte) []byte { b[2], b[3] = 0x80, 0x01; return b }, DropBadPKey},
 		{"P_Key 0", func(b []byte) []byte { b[2], b[3] = 0, 0; return b }, DropBadPKey},
-		{"pad past payload", func(b []byte) []byte { b[1] |= 3 << 4; return b[:hdrSize+2+ICRCSize] }, DropBadPad},
-		{"imm without room", func(b []byte) []byte { b[0] = OpUDSendOnlyImm; return b[:hdrSize+ICRCSize+2] }, DropTruncated},
+		{"pad past payload", func(b []byte) []byte { b[1] |= 3 << 4; return b[:HdrSize+2+ICRCSize] }, DropBadPad},
+		{"imm without room", func(b []byte) []byte { b[0] = OpUDSendOnlyImm; return b[:HdrSize+ICRCSize+2] }, DropTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h Header
