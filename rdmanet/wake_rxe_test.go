@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -23,7 +24,7 @@ import (
 // costs poll, arm, poll, then after the wake one read of the event and
 // one poll, plus the writer's reap and post in one crossing
 // (verbs.QP.PollPostSend): 6 per message, 12 per round trip (14 when the
-// reap and the post were two). The pattern before the drains were cut (RDMANET_POLLER_DRAIN=eager:
+// reap and the post were two). The eager pattern (poller.SetEagerDrain:
 // a read that says EAGAIN before each sleep, and a second GetEvents after
 // each wake) costs 8 per message; the test measures both in the same run
 // and wants the saving.
@@ -69,11 +70,12 @@ func TestPingPongCrossings(t *testing.T) {
 		require.NoError(t, <-done)
 		return per
 	}
-	t.Setenv("RDMANET_POLLER_DRAIN", "eager")
-	old := measure(t, 1)
-	t.Setenv("RDMANET_POLLER_DRAIN", "")
+	was := poller.SetEagerDrain(true)
+	t.Cleanup(func() { poller.SetEagerDrain(was) })
+	eager := measure(t, 1)
+	poller.SetEagerDrain(false)
 	now := measure(t, 2)
-	t.Logf("crossings per round trip: %.2f (old drains %.2f)", now, old)
+	t.Logf("crossings per round trip: %.2f (eager drains %.2f)", now, eager)
 	require.LessOrEqual(t, now, 13.0, "crossings per round trip")
-	require.GreaterOrEqual(t, old-now, 2.0, "saving per round trip (old %.2f, now %.2f)", old, now)
+	require.GreaterOrEqual(t, eager-now, 2.0, "saving per round trip (eager %.2f, now %.2f)", eager, now)
 }

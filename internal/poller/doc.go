@@ -31,8 +31,8 @@
 // Read began, so the fd is dry and the next event wakes the wait. That saves
 // one read(2) (EAGAIN) per sleep; a wake then costs the arm, the read of the
 // event and the read that says EAGAIN, against perftest's arm and blocking
-// read. RDMANET_POLLER_DRAIN=eager restores the drain before every sleep
-// (for measuring the difference).
+// read. SetEagerDrain restores the drain before every sleep, for tests
+// and benchmarks that measure the difference.
 //
 // An optional spin window polls the CQ for a while before arming and
 // sleeping: it trades CPU for latency when messages arrive closely spaced.

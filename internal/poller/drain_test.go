@@ -21,7 +21,7 @@ func TestSleepAfterArmSkipsDrain(t *testing.T) {
 }
 
 func testSleepAfterArmSkipsDrain(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
-	t.Setenv(eagerDrainEnv, "")
+	setEagerDrain(t, false)
 	q := newFakeCQ(t)
 	w := mk(t, q)
 	const rounds = 20
@@ -38,14 +38,14 @@ func testSleepAfterArmSkipsDrain(t *testing.T, mk func(testing.TB, *fakeCQ) *Wai
 			t.Fatalf("round %d: wait not woken by a completion after the arm", i)
 		}
 	}
-	// One drain per wake (the event it read); the old pattern drained
+	// One drain per wake (the event it read); the eager pattern drains
 	// before each sleep too: 2 per round.
 	require.LessOrEqual(t, q.drains.Load(), int64(rounds+rounds/10), "drains in %d rounds", rounds)
 	require.Equal(t, int64(rounds), q.arms.Load(), "arms")
 }
 
-// TestEagerDrainKeepsOldPattern: RDMANET_POLLER_DRAIN=eager drains before
-// each sleep as before (the benchmark's baseline row relies on it).
+// TestEagerDrainKeepsOldPattern: with SetEagerDrain on, a Waiter drains
+// before each sleep (the benchmark's baseline rows rely on it).
 func TestEagerDrainKeepsOldPattern(t *testing.T) {
 	for _, mk := range makers {
 		t.Run(mk.name, func(t *testing.T) { testEagerDrainKeepsOldPattern(t, mk.make) })
@@ -53,8 +53,8 @@ func TestEagerDrainKeepsOldPattern(t *testing.T) {
 }
 
 // makers make a Waiter on a fakeCQ both ways: New (a dup of the fd) and
-// Adopt (the fd itself, here a dup the test makes); each reads
-// eagerDrainEnv.
+// Adopt (the fd itself, here a dup the test makes); each takes
+// SetEagerDrain's setting.
 var makers = []struct {
 	name string
 	make func(testing.TB, *fakeCQ) *Waiter
@@ -71,7 +71,7 @@ var makers = []struct {
 }
 
 func testEagerDrainKeepsOldPattern(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
-	t.Setenv(eagerDrainEnv, "eager")
+	setEagerDrain(t, true)
 	q := newFakeCQ(t)
 	w := mk(t, q)
 	done := make(chan error, 1)
@@ -85,4 +85,11 @@ func testEagerDrainKeepsOldPattern(t *testing.T, mk func(testing.TB, *fakeCQ) *W
 	case <-time.After(waitBound):
 		t.Fatalf("eager drain: Wait not woken by a completion within %v (a lost wake-up)", waitBound)
 	}
+}
+
+// setEagerDrain sets SetEagerDrain's setting for the Waiters the test
+// makes, and puts the previous one back when it ends.
+func setEagerDrain(t *testing.T, on bool) {
+	was := SetEagerDrain(on)
+	t.Cleanup(func() { SetEagerDrain(was) })
 }

@@ -22,12 +22,18 @@ const (
 	maxSpinBackoff          = 64
 )
 
-// eagerDrainEnv, set to "eager" when a Waiter is made, gives it the
-// wake-up pattern from before the drains were cut: a drain before every
-// sleep, and a second one after every drain that found events. It is
-// there so that one VM run can measure both patterns
-// (test/rxevm/twohost's benchmark).
-const eagerDrainEnv = "RDMANET_POLLER_DRAIN"
+// eagerDrain, while set, gives the Waiters made meanwhile the eager
+// wake-up pattern: a drain before every sleep, and a second one after
+// every drain that found events. Only tests and benchmarks that measure
+// both patterns set it (SetEagerDrain).
+var eagerDrain atomic.Bool
+
+// SetEagerDrain sets whether the Waiters made from now on drain eagerly
+// (before every sleep, and twice after a wake) instead of only when the
+// channel may hold an event, and returns the previous setting. It is for
+// tests and benchmarks that measure the two patterns side by side; the
+// default is off.
+func SetEagerDrain(on bool) (was bool) { return eagerDrain.Swap(on) }
 
 // Source is what a Waiter waits for: a CQ and its completion channel.
 type Source interface {
@@ -64,7 +70,7 @@ type Waiter struct {
 	armedNow     bool // armed within the current rc.Read: no drain needed before sleeping
 	slept        bool // the last step went to sleep: drain before polling
 	closed       atomic.Bool
-	eagerDrain   bool // RDMANET_POLLER_DRAIN=eager (eagerDrainEnv)
+	eagerDrain   bool // SetEagerDrain was on when the Waiter was made
 	// spinDL is the caller's deadline in unix nanoseconds (0: none), for
 	// the spin, which looks at it between polls: the fds' deadline
 	// wakes only a sleep.
@@ -97,7 +103,7 @@ func New(fd int, name string, src Source, spin time.Duration) (*Waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: eagerDrain.Load()}
 	w.fn = w.step
 	w.wk, _ = src.(woken)
 	return w, nil
@@ -114,11 +120,15 @@ func Adopt(fd int, name string, src Source, spin time.Duration) (*Waiter, error)
 	if err != nil {
 		return nil, err
 	}
-	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: os.Getenv(eagerDrainEnv) == "eager"}
+	w := &Waiter{f: f, rc: rc, src: src, spin: spin, eagerDrain: eagerDrain.Load()}
 	w.fn = w.step
 	w.wk, _ = src.(woken)
 	return w, nil
 }
+
+// EagerDrain reports whether w drains eagerly (SetEagerDrain was on when
+// it was made); its Source's Drain should then read until EAGAIN too.
+func (w *Waiter) EagerDrain() bool { return w.eagerDrain }
 
 // dupFile dups fd, non-blocking, into an *os.File in the netpoller.
 func dupFile(fd int, name string) (*os.File, syscall.RawConn, error) {
@@ -177,7 +187,7 @@ func (w *Waiter) step(uintptr) bool {
 		w.slept = false
 		ev, err := w.src.Drain()
 		if err == nil && ev > 0 && w.eagerDrain {
-			_, err = w.src.Drain() // the second read the old pattern did
+			_, err = w.src.Drain() // the eager pattern's second read
 		}
 		if err != nil {
 			w.err = err

@@ -15,7 +15,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -50,11 +49,6 @@ type cq struct {
 	// on its channel (newCQ); its waiter arms only after reading the
 	// previous arm's event (internal/poller), so owed stays 0 or 1.
 	owed atomic.Int64
-	// eager (RDMANET_POLLER_DRAIN=eager when the CQ was made, as
-	// internal/poller reads it) reads until EAGAIN whatever owed says:
-	// the pattern from before owed, for the benchmark's before-and-after
-	// rows.
-	eager bool
 	// sendErr is the QP's flag a failed send completion sets (the send
 	// CQ's; nil for the receive CQ).
 	sendErr *atomic.Bool
@@ -67,7 +61,7 @@ var (
 
 func newCQ(ctx *C.struct_rn_ibv_context, depth int, d *id) (*cq, error) {
 	var e C.int
-	c := &cq{d: d, eager: os.Getenv("RDMANET_POLLER_DRAIN") == "eager"}
+	c := &cq{d: d}
 	if c.ch = C.rn_create_comp_channel(ctx, &e); c.ch == nil {
 		return nil, fmt.Errorf("ibv_create_comp_channel: %w", unix.Errno(e))
 	}
@@ -151,13 +145,17 @@ func (ch *compChannel) Fd() int { return ch.fd }
 // GetEvents drains the channel: ibv_get_cq_event until EAGAIN, or until
 // as many events were read as arms could have raised (cq.owed): with none
 // owed it reads nothing.
-func (ch *compChannel) GetEvents() (int, error) {
+func (ch *compChannel) GetEvents() (int, error) { return ch.getEvents(false) }
+
+// getEvents is GetEvents, reading until EAGAIN whatever owed says when
+// eager (the waiter's eager pattern: poller.SetEagerDrain).
+func (ch *compChannel) getEvents(eager bool) (int, error) {
 	c := (*cq)(ch)
 	if err := c.d.check("ibv_get_cq_event"); err != nil {
 		return 0, err
 	}
 	max := c.owed.Load()
-	if c.eager {
+	if eager {
 		max = 0
 	} else if max <= 0 {
 		return 0, nil

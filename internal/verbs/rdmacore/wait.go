@@ -63,10 +63,11 @@ func (w *cqWaiter) Arm() error         { return w.c.ReqNotify() }
 
 // Drain reads the channel in one crossing (rn_get_cq_events loops until
 // EAGAIN or until it read the events cq.owed says may be there, none
-// when nothing is owed) and acknowledges what it read.
+// when nothing is owed; until EAGAIN in the waiter's eager pattern) and
+// acknowledges what it read.
 func (w *cqWaiter) Drain() (int, error) {
-	ch := w.c.Channel()
-	n, err := ch.GetEvents()
+	ch := (*compChannel)(w.c)
+	n, err := ch.getEvents(w.w.EagerDrain())
 	ch.AckEvents(n)
 	return n, err
 }

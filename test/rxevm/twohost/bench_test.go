@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/go-rdma/rdmanet/test/rxevm/peer"
 	"github.com/stretchr/testify/require"
@@ -94,13 +95,13 @@ func TestBenchTwoHost(t *testing.T) {
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, false, 0) }},
 			benchCase{"rdmanet ping-pong, unicast answer, Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.pingPong(t, n, true, 0) }},
-			benchCase{"rdmanet ping-pong, multicast answer, Spin 0, old drains", size, "ib_send_lat -c UD -e (p50 us)", false,
+			benchCase{"rdmanet ping-pong, multicast answer, Spin 0, eager drains", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 {
-					return s.oldDrains(func() float64 { return s.pingPong(t, n, false, 0) })
+					return s.eagerDrains(func() float64 { return s.pingPong(t, n, false, 0) })
 				}},
-			benchCase{"rdmanet ping-pong, unicast answer, Spin 0, old drains", size, "ib_send_lat -c UD -e (p50 us)", false,
+			benchCase{"rdmanet ping-pong, unicast answer, Spin 0, eager drains", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 {
-					return s.oldDrains(func() float64 { return s.pingPong(t, n, true, 0) })
+					return s.eagerDrains(func() float64 { return s.pingPong(t, n, true, 0) })
 				}},
 			benchCase{"rdmanet perf pingpong (cmd/rdmanet), Spin 0", size, "ib_send_lat -c UD -e (p50 us)", false,
 				func(t *testing.T, s *site, n int) float64 { return s.perfPingPong(t, n) }},
@@ -245,19 +246,14 @@ func TestBenchTwoHost(t *testing.T) {
 	}
 }
 
-// oldDrains runs f with both sides' CQ waits in the wake-up pattern from
-// before the drains were cut (internal/poller, RDMANET_POLLER_DRAIN=eager):
-// the before-and-after rows of one run.
-func (s *site) oldDrains(f func() float64) float64 {
-	return s.withEnv("RDMANET_POLLER_DRAIN", "eager", f)
-}
-
-// withEnv runs f with name=value here (for the conns f makes) and in the
-// helpers it starts on the peer.
-func (s *site) withEnv(name, value string, f func() float64) float64 {
-	os.Setenv(name, value)
-	s.helperEnv = []string{name + "=" + value}
-	defer func() { os.Unsetenv(name); s.helperEnv = nil }()
+// eagerDrains runs f with both sides' CQ waits in the eager wake-up
+// pattern (internal/poller's SetEagerDrain here, envEagerDrain for the
+// helpers it starts on the peer): rows beside the current pattern's in
+// one run.
+func (s *site) eagerDrains(f func() float64) float64 {
+	was := poller.SetEagerDrain(true)
+	s.helperEnv = []string{envEagerDrain + "=1"}
+	defer func() { poller.SetEagerDrain(was); s.helperEnv = nil }()
 	return f()
 }
 

@@ -26,7 +26,7 @@ type site struct {
 	softNS   string
 	agent    *peer.Client
 	// helperEnv is added to the environment of the helpers started on
-	// the peer (the benchmark's old-drain rows).
+	// the peer (the benchmark's eager-drain rows).
 	helperEnv []string
 }
 

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/go-rdma/rdmanet/test/rxevm/peer"
@@ -36,12 +37,19 @@ import (
 
 const envHelper = "RDMANET_TWOHOST_HELPER"
 
+// envEagerDrain=1 gives a helper's conns the eager drain pattern
+// (poller.SetEagerDrain): the benchmark's eager-drain rows.
+const envEagerDrain = "RDMANET_TWOHOST_EAGER_DRAIN"
+
 // rateDeadlineEvery: the rate role moves its idle deadline on every this
 // many messages (a few ms of a flood, against an idle of 1 s).
 const rateDeadlineEvery = 256
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv(envHelper); role != "" {
+		if os.Getenv(envEagerDrain) == "1" {
+			poller.SetEagerDrain(true)
+		}
 		os.Exit(helperMain(role, os.Args[1:]))
 	}
 	os.Exit(m.Run())
