@@ -35,14 +35,16 @@ var eagerDrain atomic.Bool
 // default is off.
 func SetEagerDrain(on bool) (was bool) { return eagerDrain.Swap(on) }
 
-// Source is what a Waiter waits for: a CQ and its completion channel.
+// Source is what a Waiter waits for: a CQ and its completion channel,
+// or anything polled the same way (an ID's events).
 type Source interface {
 	// Poll collects completions without blocking and reports how many.
 	Poll() (int, error)
 	// Arm requests a notification for the next completion.
 	Arm() error
-	// Drain consumes pending channel events (until EAGAIN) and reports
-	// how many it consumed. Acknowledging them is the Source's business.
+	// Drain consumes the channel's pending events, leaving it dry, and
+	// reports how many it consumed. Acknowledging them is the Source's
+	// business.
 	Drain() (int, error)
 }
 

@@ -51,10 +51,12 @@
 //   - Waiting is here (wait.go): a CQ's NewWaiter is a poller.Waiter on a
 //     dup of the completion channel's fd (channel fds are non-blocking and
 //     owned by the channel, closed by ibv_destroy_comp_channel) that runs
-//     the channel protocol: poll, arm, poll again, drain
-//     (ibv_get_cq_event until EAGAIN, one crossing), sleep. Events are
-//     acknowledged once, by AckEvents, which batches ibv_ack_cq_events;
-//     events not acked when the ID closes are acked then.
+//     the channel protocol: poll, arm, poll again, sleep; woken, read the
+//     channel (ibv_get_cq_event, one crossing, at most the events the
+//     CQ's arms may still raise) and poll. Events are acknowledged once,
+//     by AckEvents, which batches ibv_ack_cq_events; events not acked
+//     when the ID closes are acked then. docs/rdmacore-wakeups.md gives
+//     what a wake-up costs.
 //   - Multicast loopback is on: on rxe a QP joined as a full member
 //     receives its own multicast sends (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
 //     is refused by rxe and LoopbackBlocked reports false).

@@ -103,9 +103,10 @@ func (q *qp) DropCounts() map[string]uint64 {
 	return nil
 }
 
-// SetSocketBuffer: a verbs QP has no socket; its buffering is its posted
-// work requests, sized when it is created.
+// SetSocketBuffer returns verbs.ErrNotSupported: a verbs QP has no
+// socket; its buffering is its posted work requests, sized when it is
+// created.
 func (q *qp) SetSocketBuffer(bool, int) (int, error) { return 0, verbs.ErrNotSupported }
 
-// SocketBuffer is 0: no socket.
+// SocketBuffer returns 0: a verbs QP has no socket.
 func (q *qp) SocketBuffer(bool) int { return 0 }
