@@ -23,11 +23,10 @@ import (
 // by the poll after arming). A message that wakes a sleeping reader
 // costs poll, arm, poll, then after the wake one read of the event and
 // one poll, plus the writer's reap and post in one crossing
-// (verbs.QP.PollPostSend): 6 per message, 12 per round trip (14 when the
-// reap and the post were two). The eager pattern (poller.SetEagerDrain:
-// a read that says EAGAIN before each sleep, and a second GetEvents after
-// each wake) costs 8 per message; the test measures both in the same run
-// and wants the saving.
+// (verbs.QP.PollPostSend): 6 per message, 12 per round trip. The eager
+// pattern (poller.SetEagerDrain: a read that says EAGAIN before each
+// sleep, and a second GetEvents after each wake) costs 8 per message; the
+// test measures both in the same run and wants the saving.
 func TestPingPongCrossings(t *testing.T) {
 	needDevice(t)
 	const rounds = 200

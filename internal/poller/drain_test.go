@@ -44,11 +44,11 @@ func testSleepAfterArmSkipsDrain(t *testing.T, mk func(testing.TB, *fakeCQ) *Wai
 	require.Equal(t, int64(rounds), q.arms.Load(), "arms")
 }
 
-// TestEagerDrainKeepsOldPattern: with SetEagerDrain on, a Waiter drains
+// TestEagerDrainDrainsBeforeSleep: with SetEagerDrain on, a Waiter drains
 // before each sleep (the benchmark's baseline rows rely on it).
-func TestEagerDrainKeepsOldPattern(t *testing.T) {
+func TestEagerDrainDrainsBeforeSleep(t *testing.T) {
 	for _, mk := range makers {
-		t.Run(mk.name, func(t *testing.T) { testEagerDrainKeepsOldPattern(t, mk.make) })
+		t.Run(mk.name, func(t *testing.T) { testEagerDrainDrainsBeforeSleep(t, mk.make) })
 	}
 }
 
@@ -70,7 +70,7 @@ var makers = []struct {
 	}},
 }
 
-func testEagerDrainKeepsOldPattern(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
+func testEagerDrainDrainsBeforeSleep(t *testing.T, mk func(testing.TB, *fakeCQ) *Waiter) {
 	setEagerDrain(t, true)
 	q := newFakeCQ(t)
 	w := mk(t, q)
