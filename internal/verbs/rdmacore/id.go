@@ -183,9 +183,9 @@ var newJoinWait = func(fd int) (joinWaiter, error) {
 
 // Join joins g in four steps: the checks (joinable), the post
 // (postJoin), the wait for its event (awaitJoin) and the membership the
-// event gives (membership). Its pending entry goes, and a posted join
-// that does not end in a membership leaves the group, in one deferred
-// cleanup.
+// event gives (membership). One deferred cleanup closes the wait, drops
+// the pending entry and, for a posted join that does not end in a
+// membership, leaves the group.
 func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (m verbs.Membership, err error) {
 	const verb = "rdma_join_multicast_ex"
 	sa, err := d.joinable(verb, g)
@@ -196,11 +196,10 @@ func (d *id) Join(ctx context.Context, g verbs.Group, opt verbs.JoinOptions) (m 
 	if err != nil {
 		return verbs.Membership{}, fmt.Errorf("%s: %w", verb, err)
 	}
-	defer cw.close()
-
 	tag, res := d.addPending()
 	posted := false
 	defer func() {
+		cw.close()
 		d.dropPending(tag) // gone already if pump delivered the event
 		if posted && err != nil {
 			// librdmacm holds the group until it is left, whether the
