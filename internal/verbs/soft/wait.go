@@ -12,8 +12,8 @@ import (
 )
 
 // The CQs' waiters: a poller.Waiter each, in the netpoller. What the
-// software backend does to wake a reader cheaply stays here and in cq.go;
-// the consumer sees WaitPoll.
+// software backend does to wake a reader cheaply stays here and in
+// recvepoll.go; the consumer sees WaitPoll.
 
 // sendWaiter waits for the send CQ. PostSend completes every WR before
 // it returns, so the CQ needs no fd: the waiter polls, arms the CQ and
