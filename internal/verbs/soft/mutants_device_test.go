@@ -20,3 +20,14 @@ func TestNodeGUIDIsEUI64(t *testing.T) {
 		t.Errorf("nodeGUID without a MAC: lo and lo2 both %#x", nodeGUID(lo))
 	}
 }
+
+// A port's largest MTU is RoCE's, 4096, whatever the netdev's.
+func TestPortMaxMTU(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatalf("lo: %v", err)
+	}
+	if got := portAttr(lo).MaxMTU; got != 4096 {
+		t.Errorf("MaxMTU = %d, want 4096", got)
+	}
+}
