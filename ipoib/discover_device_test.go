@@ -3,7 +3,6 @@ package ipoib
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -12,14 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// The rxe VM (make test-rxe) sets these; see test/rxevm/README.md.
-const (
-	envDevice     = "RDMANET_TEST_DEVICE"
-	envAddr       = "RDMANET_TEST_ADDR"
-	envPeerDevice = "RDMANET_TEST_RXE_NS_PEER_DEVICE"
-	envPeerAddr   = "RDMANET_TEST_RXE_NS_PEER_ADDR"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // devinfoPort is one port as `ibv_devinfo -v` prints it.
@@ -168,14 +161,14 @@ func TestParseDevinfo(t *testing.T) {
 // active MTU, link layer, GID table with types) and rdma link (state,
 // physical state, netdev).
 func TestDiscoverAgreesWithRdmaCore(t *testing.T) {
-	dev := os.Getenv(envDevice)
+	dev := testenv.Device()
 	if dev == "" {
 		t.Skip("no RDMA device: run `make test-rxe`")
 	}
 	type want struct{ dev, addr string }
-	devs := []want{{dev, os.Getenv(envAddr)}}
-	if peer := os.Getenv(envPeerDevice); peer != "" {
-		devs = append(devs, want{peer, os.Getenv(envPeerAddr)})
+	devs := []want{{dev, testenv.Addr()}}
+	if peer := testenv.Get(testenv.EnvNSPeerDevice); peer != "" {
+		devs = append(devs, want{peer, testenv.Get(testenv.EnvNSPeerAddr)})
 	}
 	sys, err := Discover("/")
 	require.NoError(t, err)
@@ -188,7 +181,7 @@ func TestDiscoverAgreesWithRdmaCore(t *testing.T) {
 
 func checkAgainstRdmaCore(t *testing.T, sys *System, dev, addr string) {
 	d := sys.Device(dev)
-	require.NotNil(t, d, "%s=%s but Discover(\"/\") has no such device", envDevice, dev)
+	require.NotNil(t, d, "%s=%s but Discover(\"/\") has no such device", testenv.EnvDevice, dev)
 	require.NotEmpty(t, d.Ports)
 
 	out, err := exec.Command("ibv_devinfo", "-v", "-d", dev).CombinedOutput()

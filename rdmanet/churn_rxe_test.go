@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // TestRXEDeviceChurn: rxe devices come and go under a process that keeps
@@ -40,8 +42,8 @@ import (
 // fresh address-space layouts, so that without the control thread some
 // child deadlocks (all pass with odds of about 2^-churnChildren).
 func TestRXEDeviceChurn(t *testing.T) {
-	needDevice(t)
-	needEnv(t, "RDMANET_TEST_NS2") // set only by the VM harness
+	testenv.NeedDevice(t)
+	testenv.Need(t, testenv.EnvNS2) // set only by the VM harness
 	if os.Getenv("RDMANET_CHURN_CHILD") != "1" {
 		for i := 0; i < churnChildren; i++ {
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestRXEDeviceChurn$", "-test.v", "-test.timeout", "120s")

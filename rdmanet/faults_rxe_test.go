@@ -21,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/rdmanet"
-	"github.com/stretchr/testify/require"
 )
 
 // TestPortEventsFailAndResumeWrites: while the port is down (PORT_ERR),
@@ -169,8 +171,8 @@ func drain(c *rdmanet.Conn) {
 // reply from across the link: the reset QP kept its group attachment). If sends failed on the wire (the QP went to ERR), the QP was
 // reset: Stats().Recoveries.
 func TestRXELinkFlap(t *testing.T) {
-	needDevice(t)
-	needEnv(t, "RDMANET_TEST_NS2") // set only by the VM harness
+	testenv.NeedDevice(t)
+	testenv.Need(t, testenv.EnvNS2) // set only by the VM harness
 	f := makeFlapNet(t)
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 20)}
 	tx := f.listen(t, g)
@@ -403,7 +405,7 @@ func flapChild() int {
 // device drops what found no receive, and Stats().Dropped shows it under
 // "device-overflow" (rxe: rcvd_pkts minus rdma_recvs, per device).
 func TestRXELossCounted(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	n := 100000
 	if testing.Short() {
 		n = 20000

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/ipoib"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -22,7 +23,7 @@ import (
 // ErrGroupLimit, and the error names the limits and their values, the
 // one it hit included.
 func TestRDMACoreGroupLimitIsNamed(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	g := newGroup()
 	lc := testConfig()
 	lc.RecvDepth, lc.SendDepth = 8, 4
@@ -50,7 +51,7 @@ func TestRDMACoreGroupLimitIsNamed(t *testing.T) {
 // the errno, and is counted as SendErrHostUnreachable or
 // SendErrNetUnreachable.
 func TestRDMACoreUnreachableUnicast(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	c := listen(t, newGroup())
 	to := &rdmanet.Addr{GID: ipoib.GIDFromIP(netip.MustParseAddr("::ffff:10.0.0.1")), QPN: 0x1234}
 	_, err := c.WriteTo([]byte("unreach"), to)

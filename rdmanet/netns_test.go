@@ -16,36 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/ipoib"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
-
-// freshNetnsMarker names the test a child process runs in a network
-// namespace of its own.
-const freshNetnsMarker = "RDMANET_FRESH_NETNS"
-
-// inFreshNetns runs the calling test again in a network namespace of its
-// own (`unshare -n`, lo up) and checks that it passed there; it returns
-// true in that child, where the test body runs. Such tests change lo
-// (its MTU) and must not do it in the namespace the rest run in: the
-// host's, or the one CI runs the suite in.
-func inFreshNetns(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv(freshNetnsMarker) == t.Name() {
-		return true
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it changes lo in a private network namespace (unshare -n)")
-	}
-	cmd := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-		os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), freshNetnsMarker+"="+t.Name(), "RDMANET_BACKEND=")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a private network namespace:\n%s", out)
-	require.NoError(t, err)
-	require.Contains(t, string(out), "--- PASS: "+t.Name())
-	return false
-}
 
 func setLoMTU(t *testing.T, mtu string) {
 	t.Helper()
@@ -76,7 +50,7 @@ func requireOpErrno(t *testing.T, err error, errno syscall.Errno) {
 // `unshare -n`, /sys/class/net/lo still shows the host's lo (65536), while
 // the namespace's lo has 1500, so RoCE's 1024.
 func TestMTUFromTheNetworkNamespace(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	setLoMTU(t, "1500")
@@ -99,7 +73,7 @@ func TestMTUFromTheNetworkNamespace(t *testing.T) {
 // WriteTo: EMSGSIZE when lo's MTU fell under the conn (it is also
 // ErrMessageTooLong), counted by reason.
 func TestWriteToReturnsTheKernelsEMSGSIZE(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	g := newGroup()
@@ -130,7 +104,7 @@ func TestWriteToReturnsTheKernelsEMSGSIZE(t *testing.T) {
 // RoCE: ENETUNREACH with no route (::ffff:10.0.0.1 in a namespace with only
 // lo), EHOSTUNREACH through an unreachable route.
 func TestWriteToUnreachableUnicast(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	out, err := exec.Command("ip", "route", "add", "unreachable", "10.2.0.0/16").CombinedOutput()
@@ -159,7 +133,7 @@ func TestWriteToUnreachableUnicast(t *testing.T) {
 // posted it: it is counted, and the next write returns it (and sends
 // nothing); the one after that goes out.
 func TestBatchSendErrorReturnedByTheNextWrite(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	g := newGroup()
@@ -196,7 +170,7 @@ func TestBatchSendErrorReturnedByTheNextWrite(t *testing.T) {
 // ErrGroupLimit, and the error names the limit, its value and how to
 // raise it. Send-only groups do not count.
 func TestSoftwareGroupLimitIsNamed(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	require.NoError(t, os.WriteFile("/proc/sys/net/ipv4/igmp_max_memberships", []byte("5"), 0o644))
@@ -226,7 +200,7 @@ func TestSoftwareGroupLimitIsNamed(t *testing.T) {
 // in Loopback. In the rxe VM it runs in a namespace of its own, where the
 // software backend can bind UDP 4791.
 func TestSoftwareDropKeysAreExported(t *testing.T) {
-	if testDevice != "" && !inFreshNetns(t) {
+	if testDevice != "" && !testenv.InOwnNetns(t) {
 		return
 	}
 	c := softListen(t, newGroup())
@@ -248,7 +222,7 @@ func TestWriteToReturnsAFirewallsEPERM(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft not found: apt-get install nftables")
 	}
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	g := newGroup()
@@ -275,7 +249,7 @@ func TestWriteToReturnsAFirewallsEPERM(t *testing.T) {
 // A device's error completion (no errno, as on rdma-core) is counted as
 // SendErrCompletion and returned by the next write, once.
 func TestErrorCompletionReturnedByTheNextWrite(t *testing.T) {
-	if testDevice != "" && !inFreshNetns(t) {
+	if testDevice != "" && !testenv.InOwnNetns(t) {
 		return
 	}
 	g := newGroup()

@@ -15,40 +15,17 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
-	"github.com/stretchr/testify/require"
 )
-
-// needDevice skips without RDMANET_TEST_DEVICE and fails when it names a
-// device that is not there.
-func needDevice(t *testing.T) {
-	t.Helper()
-	if testDevice == "" {
-		t.Skip("no RDMA device: run `make test-rxe`")
-	}
-	if _, err := os.Stat(filepath.Join("/sys/class/infiniband", testDevice)); err != nil {
-		t.Fatalf("RDMANET_TEST_DEVICE=%s: device missing: %v", testDevice, err)
-	}
-	require.NotEmpty(t, testAddr, "RDMANET_TEST_ADDR must name the device's address")
-}
-
-// needEnv returns a variable the VM harness sets, failing when a device
-// test runs without it.
-func needEnv(t *testing.T, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run this test through `make test-rxe`", name)
-	}
-	return v
-}
 
 // startLines runs a command and returns a channel of its output lines.
 func startLines(t *testing.T, ctx context.Context, name string, args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
@@ -94,7 +71,7 @@ func waitLine(t *testing.T, lines <-chan string, want string, d time.Duration) {
 }
 
 func TestMckeySendsToRdmanet(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	const n, size = 10, 100
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 1)}
 	rx := listen(t, g)
@@ -115,7 +92,7 @@ func TestMckeySendsToRdmanet(t *testing.T) {
 }
 
 func TestRdmanetSendsToMckey(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	const n, size = 10, 100
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 2)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -157,11 +134,11 @@ func TestSendOnlyReceivesNothing(t *testing.T) {
 // group: rxe must accept our packets (headers, Q_Key, ICRC) and we must
 // parse its.
 func TestSoftwareBackendAndRXE(t *testing.T) {
-	needDevice(t)
-	ns := needEnv(t, "RDMANET_TEST_NS2")
-	nsAddr := needEnv(t, "RDMANET_TEST_NS2_ADDR")
-	peerDev := needEnv(t, "RDMANET_TEST_RXE_NS_PEER_DEVICE")
-	peerAddr := needEnv(t, "RDMANET_TEST_RXE_NS_PEER_ADDR")
+	testenv.NeedDevice(t)
+	ns := testenv.Need(t, testenv.EnvNS2)
+	nsAddr := testenv.Need(t, testenv.EnvNS2Addr)
+	peerDev := testenv.Need(t, testenv.EnvNSPeerDevice)
+	peerAddr := testenv.Need(t, testenv.EnvNSPeerAddr)
 	const n = 20
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 3)}
 	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.ParseIP(peerAddr), Device: peerDev, DisableLoopback: true}
@@ -346,8 +323,8 @@ func fdLinks() []string {
 // own: librdmacm's device list stays behind in the process that saw a
 // device go.
 func TestRXEDeviceRemoval(t *testing.T) {
-	needDevice(t)
-	needEnv(t, "RDMANET_TEST_NS2") // set only by the VM harness
+	testenv.NeedDevice(t)
+	testenv.Need(t, testenv.EnvNS2) // set only by the VM harness
 	if os.Getenv("RDMANET_REMOVAL_CHILD") != "1" {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestRXEDeviceRemoval$", "-test.v")
 		cmd.Env = append(os.Environ(), "RDMANET_REMOVAL_CHILD=1")
@@ -385,7 +362,7 @@ func TestRXEDeviceRemoval(t *testing.T) {
 	}
 	// librdmacm opens every device once per process, on first use: warm
 	// it up so that the count below sees only what the conn holds.
-	for _, addr := range []string{testAddr, needEnv(t, "RDMANET_TEST_RXE_NS_PEER_ADDR")} {
+	for _, addr := range []string{testAddr, testenv.Need(t, testenv.EnvNSPeerAddr)} {
 		wl := rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, LocalAddr: net.ParseIP(addr)}
 		warm, err := wl.ListenMulticast(t.Context(), "rdma", nil, nil)
 		require.NoError(t, err)
@@ -453,7 +430,7 @@ func TestRXEDeviceRemoval(t *testing.T) {
 // completions one poll, and consumed buffers go back 32 at a time, so the
 // data path crosses into C at most twice per 32 messages on each side.
 func TestBatchCrossings(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	const batch, batches = 32, 16
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 5)}
 	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = 1024 })
@@ -504,7 +481,7 @@ func TestBatchCrossings(t *testing.T) {
 // keep their semantics (TestErrorCompletionReturnedByTheNextWrite, on
 // the software backend's failing test provider).
 func TestWriteToCrossings(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	const n = 256
 	g := &net.UDPAddr{IP: net.IPv4(239, 1, 50, 6)}
 	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = 1024 })

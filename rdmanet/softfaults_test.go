@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -81,7 +82,7 @@ func TestSoftQPErrorRecoveredInPlace(t *testing.T) {
 // number as the conn's own overflow drops when it is the one socket that
 // dropped.
 func TestSoftStatsDeviceCountsRcvbufErrors(t *testing.T) {
-	if !inFreshNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	g := newGroup()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/go-rdma/rdmanet/internal/poller"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -28,7 +29,7 @@ import (
 // sleep, and a second GetEvents after each wake) costs 8 per message; the
 // test measures both in the same run and wants the saving.
 func TestPingPongCrossings(t *testing.T) {
-	needDevice(t)
+	testenv.NeedDevice(t)
 	const rounds = 200
 	measure := func(t *testing.T, group byte) float64 {
 		g := &net.UDPAddr{IP: net.IPv4(239, 1, 51, group)}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/ipoib"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -81,7 +80,7 @@ func TestDevicesLive(t *testing.T) {
 	}
 	assert.Regexp(t, `(?m)^sw-lo  backend software  `, out)
 	assert.Regexp(t, `(?m)^    GID\[\d+\]\s+::ffff:127\.0\.0\.1\s+RoCE v2\s+lo$`, out)
-	if dev := os.Getenv("RDMANET_TEST_DEVICE"); dev != "" {
+	if dev := testenv.Device(); dev != "" {
 		// In the rxe VM: rdma-core is available and the device is listed
 		// with its GID.
 		assert.Regexp(t, `(?m)^rdma-core\s+available\s+libibverbs \+ librdmacm; \d+ device\(s\): .*\b`+dev+`\b`, out)
@@ -89,27 +88,12 @@ func TestDevicesLive(t *testing.T) {
 	}
 }
 
-// ownNetnsMarker names the test a child process runs in a network
-// namespace of its own.
-const ownNetnsMarker = "RDMANET_CMD_OWN_NETNS"
-
 // In a network namespace of its own (a plain `unshare -n`: /sys still
 // shows the host's interfaces) with lo and a veth pair made there,
 // "devices" lists exactly those: not the host's eth0, and the veth that
-// sysfs does not show. Before, the NETDEV table was the host's.
+// sysfs does not show.
 func TestDevicesInNamespace(t *testing.T) {
-	if os.Getenv(ownNetnsMarker) != t.Name() {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root: it makes a veth pair in a private network namespace (unshare -n)")
-		}
-		cmd := exec.Command("unshare", "-n", "sh", "-c",
-			`ip link set lo up && ip link add rn0 type veth peer name rn1 && exec "$0" "$@"`,
-			os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), ownNetnsMarker+"="+t.Name())
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a private network namespace:\n%s", out)
-		require.NoError(t, err)
-		require.Contains(t, string(out), "--- PASS: "+t.Name())
+	if !testenv.InOwnNetns(t, "ip link add rn0 type veth peer name rn1") {
 		return
 	}
 	out, errOut, code := runCmd(t, "/", "devices")

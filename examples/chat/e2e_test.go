@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,23 +127,12 @@ func TestEndToEndPipes(t *testing.T) {
 		conversation(t, "-backend", "rdma-core", "-bind", testAddr)
 		return
 	}
-	if os.Getenv("RDMANET_TEST_NETNS") != "1" && canUnshare() {
+	if !testenv.IsNetnsChild(t) && testenv.CanUnshare() {
 		// Again, in a network namespace of our own that sees only lo.
-		cmd := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-			os.Args[0], "-test.run=^TestEndToEndPipes$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "RDMANET_TEST_NETNS=1")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "in a network namespace:\n%s", out)
-		require.Contains(t, string(out), "--- PASS: TestEndToEndPipes", "%s", out)
+		testenv.RunInOwnNetns(t)
 		return
 	}
 	conversation(t, "-backend", "software")
-}
-
-// canUnshare reports whether this process may make a network namespace
-// with lo up.
-func canUnshare() bool {
-	return exec.Command("unshare", "-n", "sh", "-c", "ip link set lo up").Run() == nil
 }
 
 // TestEndToEndRDMACore runs two chat processes on rdma-core over the RDMA

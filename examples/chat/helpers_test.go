@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
@@ -26,12 +27,12 @@ const (
 
 var osPipe = os.Pipe
 
-// Tests run on the software backend over loopback, unless
-// RDMANET_TEST_DEVICE names an RDMA device (the rxe VM sets it): then on
-// rdma-core bound to RDMANET_TEST_ADDR, as rdmanet's own tests do.
+// Tests run on the software backend over loopback, unless testenv.Device
+// names an RDMA device (the rxe VM sets it): then on rdma-core bound to
+// testenv.Addr, as rdmanet's own tests do.
 var (
-	testDevice = os.Getenv("RDMANET_TEST_DEVICE")
-	testAddr   = os.Getenv("RDMANET_TEST_ADDR")
+	testDevice = testenv.Device()
+	testAddr   = testenv.Addr()
 )
 
 func testListenConfig() rdmanet.ListenConfig {

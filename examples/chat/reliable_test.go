@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,25 +19,17 @@ func TestEndToEndReliableLoss(t *testing.T) {
 	if testDevice != "" {
 		t.Skip("kernel loss with nftables runs on the software backend on the host")
 	}
-	if os.Getenv("RDMANET_TEST_NETNS") != "1" {
-		must := os.Getenv("RDMANET_TEST_NFT") == "1"
+	if !testenv.IsNetnsChild(t) {
 		_, nftErr := exec.LookPath("nft")
-		if nftErr != nil || !canUnshare() {
-			if must {
-				t.Fatalf("RDMANET_TEST_NFT=1 but nft or unshare -n is not usable (nft: %v)", nftErr)
+		if nftErr != nil || !testenv.CanUnshare() {
+			if testenv.NFT() {
+				t.Fatalf("%s=1 but nft or unshare -n is not usable (nft: %v)", testenv.EnvNFT, nftErr)
 			}
 			t.Skip("needs root, unshare -n and nft (apt-get install nftables)")
 		}
-		script := `ip link set lo up && nft add table inet t && ` +
-			`nft add chain inet t in '{ type filter hook input priority 0; }' && ` +
-			`nft add rule inet t in udp dport 4791 numgen random mod 100 '<' 20 counter drop && exec "$0" "$@"`
-		cmd := exec.Command("unshare", "-n", "sh", "-c", script,
-			os.Args[0], "-test.run=^TestEndToEndReliableLoss$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "RDMANET_TEST_NETNS=1")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "in a network namespace with 20%% loss:\n%s", out)
-		require.Contains(t, string(out), "--- PASS: TestEndToEndReliableLoss", "%s", out)
-		t.Logf("%s", out)
+		testenv.RunInOwnNetns(t, "nft add table inet t",
+			"nft add chain inet t in '{ type filter hook input priority 0; }'",
+			"nft add rule inet t in udp dport 4791 numgen random mod 100 '<' 20 counter drop")
 		return
 	}
 	group := newGroup().IP.String()

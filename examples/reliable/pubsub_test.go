@@ -5,24 +5,24 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // Outside the rxe VM the tests run on the software backend over
-// loopback; inside it (RDMANET_TEST_DEVICE names the device) on
-// rdma-core bound to RDMANET_TEST_ADDR: the software backend cannot bind
-// UDP 4791 beside the kernel's rxe.
+// loopback; inside it (testenv.Device names the device) on rdma-core
+// bound to testenv.Addr: the software backend cannot bind UDP 4791 beside
+// the kernel's rxe.
 var (
-	testDevice = os.Getenv("RDMANET_TEST_DEVICE")
-	testAddr   = os.Getenv("RDMANET_TEST_ADDR")
+	testDevice = testenv.Device()
+	testAddr   = testenv.Addr()
 )
 
 // pubsub runs a publisher and subs subscribers in this process and

@@ -12,16 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
 // Tests run on the software backend over loopback unless
-// RDMANET_TEST_DEVICE names a device (the rxe VM sets it): then they run on
-// rdma-core bound to RDMANET_TEST_ADDR, and a missing device fails them.
+// testenv.Device names a device (the rxe VM sets it): then they run on
+// rdma-core bound to testenv.Addr, and a missing device fails them.
 var (
-	testDevice = os.Getenv("RDMANET_TEST_DEVICE")
-	testAddr   = os.Getenv("RDMANET_TEST_ADDR")
+	testDevice = testenv.Device()
+	testAddr   = testenv.Addr()
 )
 
 func TestMain(m *testing.M) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	agentpeer "github.com/go-rdma/rdmanet/test/rxevm/peer"
 	"github.com/stretchr/testify/require"
 )
@@ -36,8 +37,8 @@ import (
 // unicast to its own address inside rxe), so the one-VM run (`make
 // test-rxe`) only shows that, with a probe, and skips.
 const (
-	envPeerAgent  = "RDMANET_TEST_PEER_AGENT" // VM b's agent: the two-host suite
-	envNetdev     = "RDMANET_TEST_NETDEV"     // the netdev under RDMANET_TEST_DEVICE
+	envPeerAgent  = testenv.EnvPeerAgent // VM b's agent: the two-host suite
+	envNetdev     = testenv.EnvNetdev    // the netdev under RDMANET_TEST_DEVICE
 	envNetemSend  = "RDMANET_RELIABLE_NETEM_SEND"
 	netemReceiver = 3
 )
@@ -57,12 +58,12 @@ func TestNetemLoss(t *testing.T) {
 	if _, err := exec.LookPath("tc"); err != nil {
 		t.Fatalf("tc not found (RDMANET_TEST_DEVICE=%s: the VM must have iproute2's tc): %v", testDevice, err)
 	}
-	agent := os.Getenv(envPeerAgent)
+	agent := testenv.Get(envPeerAgent)
 	if agent == "" {
 		netemOneHostProbe(t)
 		return
 	}
-	netdev := os.Getenv(envNetdev)
+	netdev := testenv.Get(envNetdev)
 	require.NotEmpty(t, netdev, "%s: the netdev under %s", envNetdev, testDevice)
 	pc, err := agentpeer.Dial(agent, 30*time.Second)
 	require.NoError(t, err)
@@ -219,7 +220,7 @@ func TestNetemLossSender(t *testing.T) {
 // nothing from rxe0's multicast to itself: it drops every packet on the
 // netdev and counts what a second conn on rxe0 receives anyway.
 func netemOneHostProbe(t *testing.T) {
-	netdev := os.Getenv(envNetdev)
+	netdev := testenv.Get(envNetdev)
 	if netdev == "" {
 		ndevs, _ := filepath.Glob(fmt.Sprintf("/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/*", testDevice))
 		for _, f := range ndevs {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // Kernel-injected loss: a test or benchmark re-executes its own binary
@@ -22,7 +24,7 @@ import (
 // the same rate.
 const (
 	envNetnsLoss = "RDMANET_RELIABLE_LOSS" // set inside the namespace: loss in 1/100000
-	envNFT       = "RDMANET_TEST_NFT"      // 1: the kernel-loss tests must run (CI)
+	envNFT       = testenv.EnvNFT          // 1: the kernel-loss tests must run (CI)
 )
 
 // lossInNetns returns the loss (in 1/100000) when running inside the
@@ -37,7 +39,7 @@ func lossInNetns(t testing.TB, loss int, name string, extra ...string) int {
 		}
 		return n
 	}
-	must := os.Getenv(envNFT) == "1"
+	must := testenv.NFT()
 	need := func(format string, args ...any) {
 		t.Helper()
 		if must {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -54,7 +55,7 @@ func TestParseUDPMIB(t *testing.T) {
 // (UdpRcvbufErrors, also in UdpInErrors), the same count as the QP's own
 // overflow drops when nothing else in the namespace drops.
 func TestDeviceCountsSeeRcvbufErrors(t *testing.T) {
-	if !inOwnNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	rx := newEndpoint(t, verbs.QPConfig{})

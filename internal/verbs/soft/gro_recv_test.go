@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/roce"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -295,7 +296,7 @@ func TestNftDropsWholeRuns(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft not found: apt-get install nftables")
 	}
-	if !inOwnNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	for _, args := range [][]string{

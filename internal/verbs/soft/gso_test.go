@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/roce"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -34,21 +35,13 @@ import (
 // It makes the TUN device in a network namespace of its own: the test
 // re-executes itself under `unshare -n`, which needs root.
 func TestGSORunsOnTheWire(t *testing.T) {
-	const marker = "RDMANET_GSO_NETNS"
-	if os.Getenv(marker) == "" {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root: it makes a TUN device in a private network namespace (unshare -n)")
+	if !testenv.IsNetnsChild(t) {
+		if os.Geteuid() == 0 && !testenv.CanUnshare() {
+			t.Skip("cannot make a private network namespace here (unshare -n)")
 		}
-		if out, err := exec.Command("unshare", "-n", "true").CombinedOutput(); err != nil {
-			t.Skipf("cannot make a private network namespace here (unshare -n: %v: %s)", err, out)
-		}
-		cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^TestGSORunsOnTheWire$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), marker+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a private network namespace:\n%s", out)
-		require.NoError(t, err)
+		out := testenv.RunInOwnNetns(t)
 		for _, sub := range []string{"gso", "no-checksum-offload", "gso-refused"} {
-			assert.Contains(t, string(out), "--- PASS: TestGSORunsOnTheWire/"+sub)
+			assert.Contains(t, out, "--- PASS: TestGSORunsOnTheWire/"+sub)
 		}
 		return
 	}

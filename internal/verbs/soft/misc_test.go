@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/roce"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -373,18 +374,7 @@ func TestPortTakenSaysWhy(t *testing.T) {
 // software QP's bind fails naming that process. It runs in a network
 // namespace of its own, re-executing itself under `unshare -n` (root).
 func TestPortHolderIsFound(t *testing.T) {
-	const marker = "RDMANET_PORT_HOLDER_NETNS"
-	if os.Getenv(marker) == "" {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root: it takes UDP port 4791 in a private network namespace (unshare -n)")
-		}
-		cmd := exec.Command("unshare", "-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-			os.Args[0], "-test.run=^TestPortHolderIsFound$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), marker+"=1", "RDMANET_SOFT_NETNS=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a private network namespace:\n%s", out)
-		require.NoError(t, err)
-		require.Contains(t, string(out), "--- PASS: TestPortHolderIsFound")
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	child := exec.Command(os.Args[0])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -17,7 +18,7 @@ import (
 // fails with ErrGroupLimit. (In a network namespace of its own: the
 // sysctl is the namespace's.)
 func TestNoGroupsAllowed(t *testing.T) {
-	if !inOwnNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	require.NoError(t, os.WriteFile("/proc/sys/net/ipv4/igmp_max_memberships", []byte("0"), 0o644))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -84,7 +85,7 @@ func TestResetInPlace(t *testing.T) {
 // ErrPortDown and leaves the QP in the error state; once it is up, Reset
 // works and the QP receives its group again.
 func TestResetWaitsForThePort(t *testing.T) {
-	if !inOwnNetns(t) {
+	if !testenv.InOwnNetns(t) {
 		return
 	}
 	ip := func(args ...string) {
