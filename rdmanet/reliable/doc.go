@@ -116,7 +116,7 @@
 // 512 B messages at 10,000 a second (TestHostile, software backend, MTU
 // 4096), repairs came to 0.1x the NAKs' bytes in a burst and 0.5-0.8x
 // paced over a second, with no write rate below the run without attack
-// beyond the machine's noise; before any bound they came to 35-7,900x.
+// beyond the machine's noise; without the bound they come to 35-7,900x.
 // Without a key (see Authentication) nothing tells a receiver's NAK from
 // a forged one.
 //
@@ -166,10 +166,9 @@
 // took 215 ms on average to reach them all; repairs stay at 1.00 per lost
 // datagram throughout (the transmission number echo, above). With 1%
 // loss from nftables and 20,000 messages (TestFeedbackScale with
-// RDMANET_TEST_SCALE_FULL=1), 1.09, 1.79, 1.87 and 127 NAKs per lost
+// RDMANET_TEST_FULL=1), 1.09, 1.79, 1.87 and 127 NAKs per lost
 // datagram at 1, 4, 16 and 64 receivers at 64 B, 1.01, 1.64, 2.15 and 19
-// at 1 KiB (before the round trip's bounds were raised past 10 ms); the
-// back-off it replaced sent 1.02, 2.49, 10.5 and 93-139.
+// at 1 KiB, in a run made with the round trip bounded at 10 ms.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept

@@ -4,12 +4,12 @@ package reliable
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,8 +66,6 @@ func TestFirstDatagramLost(t *testing.T) {
 		}
 	}
 }
-
-const envScaleFull = "RDMANET_TEST_SCALE_FULL" // 1: TestFeedbackScale sends 20,000 messages a cell
 
 // scaleRow is one cell of TestFeedbackScale.
 type scaleRow struct {
@@ -132,7 +130,7 @@ func runScale(t testing.TB, n, count, size int) scaleRow {
 // 10.5 (16), 30 (32), 93-139 (64).
 //
 // The goals NAKs per lost datagram <= 2 and repair time at 64 receivers
-// within twice that at 4 are asserted with RDMANET_TEST_SCALE_FULL=1
+// within twice that at 4 are asserted with RDMANET_TEST_FULL=1
 // (20,000 messages a cell, 64 receivers included): in one process every
 // receiver shares the CPUs, and on a loaded 2-core machine the process
 // stalls for tens of ms (the netpoller is polled by sysmon every 10 ms
@@ -143,7 +141,7 @@ func TestFeedbackScale(t *testing.T) {
 	if lossInNetns(t, 1000, "") < 0 {
 		return
 	}
-	full := os.Getenv(envScaleFull) == "1"
+	full := testenv.Full() // 20,000 messages a cell, 64 receivers included
 	count := func(n int) int {
 		switch {
 		case full:
@@ -191,7 +189,7 @@ func TestFeedbackScale(t *testing.T) {
 // scaleReceivers are TestFeedbackScale's group sizes (RDMANET_TEST_SCALE_RX
 // narrows them while investigating, e.g. "4,16").
 func scaleReceivers(full bool) []int {
-	v := os.Getenv("RDMANET_TEST_SCALE_RX")
+	v := testenv.ScaleRX()
 	switch {
 	case v == "" && full:
 		return []int{1, 4, 16, 64}

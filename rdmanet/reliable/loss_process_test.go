@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // The loss matrix in separate processes: 1 sender and 4 receivers, each
@@ -22,7 +24,7 @@ import (
 // namespace where nftables drops a fraction of the UDP 4791 packets (see
 // netns_test.go). Every receiver must read every message exactly once and
 // in order, with no loss reported. The counts are CI-sized; with
-// RDMANET_TEST_LOSS_FULL=1 they are the issue's: 1,000,000 messages of 64 B
+// RDMANET_TEST_FULL=1 they are the issue's: 1,000,000 messages of 64 B
 // and of 1 KiB, 100,000 of 16 KiB. FlowMin keeps the sender within the
 // window of the slowest receiver, as in TestKernelLoss.
 //
@@ -32,7 +34,7 @@ import (
 // and repairs per lost datagram, the packets nftables dropped and the wall
 // time from the first write to the last receiver's last read.
 func TestKernelLossProcesses(t *testing.T) {
-	full := os.Getenv(envLossFull) == "1"
+	full := testenv.Full()
 	for _, loss := range []int{100, 1000, 10000} {
 		for _, m := range []struct{ ci, full, size int }{
 			{10000, 1000000, 64},
@@ -56,10 +58,9 @@ func TestKernelLossProcesses(t *testing.T) {
 }
 
 const (
-	envLossFull = "RDMANET_TEST_LOSS_FULL" // 1: TestKernelLossProcesses runs the counts
-	envRole     = "RDMANET_RELIABLE_ROLE"  // sender or receiver: TestKernelLossRole plays it
-	envRoleRun  = "RDMANET_RELIABLE_RUN"   // the role's group, count and size: "239.78.1.2:4791 count size"
-	rolePrefix  = "reliable-role: "        // the lines a role writes for the coordinator
+	envRole    = "RDMANET_RELIABLE_ROLE" // sender or receiver: TestKernelLossRole plays it
+	envRoleRun = "RDMANET_RELIABLE_RUN"  // the role's group, count and size: "239.78.1.2:4791 count size"
+	rolePrefix = "reliable-role: "       // the lines a role writes for the coordinator
 )
 
 // roleResult is what a role process reports, as JSON on one line.

@@ -2,11 +2,10 @@ package reliable
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,15 +15,12 @@ import (
 // FlowMin keeps the sender within the window of the slowest receiver: with
 // FlowMax a sender faster than its receivers loses them (and says so).
 //
-// RDMANET_RELIABLE_SCALE=N multiplies the counts (N=50 gives the issue's
-// 1,000,000 x 64 B and 100,000 x 16 KiB).
+// RDMANET_TEST_FULL=1 multiplies the counts by 50: the issue's
+// 1,000,000 x 64 B and 100,000 x 16 KiB.
 func TestKernelLoss(t *testing.T) {
 	scale := 1
-	if v := os.Getenv("RDMANET_RELIABLE_SCALE"); v != "" {
-		var err error
-		if scale, err = strconv.Atoi(v); err != nil || scale < 1 {
-			t.Fatalf("RDMANET_RELIABLE_SCALE=%q: want a positive integer", v)
-		}
+	if testenv.Full() {
+		scale = 50
 	}
 	for _, loss := range []int{100, 1000, 10000} {
 		for _, m := range []struct{ count, size int }{{20000, 64}, {10000, 1024}, {2000, 16 << 10}} {
