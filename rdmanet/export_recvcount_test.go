@@ -4,7 +4,6 @@ package rdmanet
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
@@ -14,18 +13,9 @@ import (
 // completed by a poll of the receive CQ), read by PostedRecvs.
 const BackendCountingRecvs = "test-counting-recvs"
 
-func init() { verbs.Register(countingProvider{}) }
-
-type countingProvider struct{ stuckProvider }
-
-func (countingProvider) Name() string                   { return BackendCountingRecvs }
-func (p countingProvider) Serves(verbs.BindConfig) bool { return false }
-func (p countingProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
-	id, err := p.soft().Bind(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return countingID{id}, nil
+func init() {
+	verbs.Register(testProvider{name: BackendCountingRecvs, base: verbs.Software,
+		wrap: func(id verbs.ID) verbs.ID { return countingID{id} }})
 }
 
 type countingID struct{ verbs.ID }
@@ -49,36 +39,8 @@ func (q *countingQP) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	return n, err
 }
 
-func (q *countingQP) RecvCQ() verbs.CQ { return countingCQ{q.QP.RecvCQ(), q} }
-
-type countingCQ struct {
-	verbs.CQ
-	q *countingQP
-}
-
-func (c countingCQ) Poll(wcs []verbs.WC) (int, error) {
-	n, err := c.CQ.Poll(wcs)
-	c.q.posted.Add(-int64(n))
-	return n, err
-}
-
-func (c countingCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
-	w, err := c.CQ.NewWaiter(spin)
-	if err != nil {
-		return nil, err
-	}
-	return countingWaiter{w, c.q}, nil
-}
-
-type countingWaiter struct {
-	verbs.CQWaiter
-	q *countingQP
-}
-
-func (w countingWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
-	n, err := w.CQWaiter.WaitPoll(wcs)
-	w.q.posted.Add(-int64(n))
-	return n, err
+func (q *countingQP) RecvCQ() verbs.CQ {
+	return hookCQ{q.QP.RecvCQ(), func(wcs []verbs.WC) { q.posted.Add(-int64(len(wcs))) }}
 }
 
 // PostedRecvs returns how many receives c's QP holds posted; c is a
