@@ -24,6 +24,13 @@ import (
 // changes nothing, and a larger one fails, saying which ListenConfig
 // depth to listen with.
 
+// SoftwareSocketBuffer is the SO_RCVBUF and SO_SNDBUF, in bytes, that
+// the software backend asks for each of a conn's sockets at listen (the
+// kernel caps them at net.core.rmem_max and wmem_max; ReadBuffer and
+// WriteBuffer return what was granted). A net.UDPConn set beside a conn
+// gets the same buffering with SetReadBuffer(SoftwareSocketBuffer).
+const SoftwareSocketBuffer = verbs.SoftSocketBuffer
+
 // bufState holds the sizes granted, in bytes.
 type bufState struct {
 	read, write atomic.Int64

@@ -51,8 +51,8 @@ func TestSetReadWriteBuffer(t *testing.T) {
 	} else {
 		rmax := sysctlInt(t, "/proc/sys/net/core/rmem_max")
 		wmax := sysctlInt(t, "/proc/sys/net/core/wmem_max")
-		require.Equal(t, min(4<<20, rmax), c.ReadBuffer(), "ReadBuffer at listen: 4 MiB asked, capped at rmem_max")
-		require.Equal(t, min(4<<20, wmax), c.WriteBuffer(), "WriteBuffer at listen")
+		require.Equal(t, min(rdmanet.SoftwareSocketBuffer, rmax), c.ReadBuffer(), "ReadBuffer at listen: SoftwareSocketBuffer asked, capped at rmem_max")
+		require.Equal(t, min(rdmanet.SoftwareSocketBuffer, wmax), c.WriteBuffer(), "WriteBuffer at listen")
 		for _, n := range []int{64 << 10, 200 << 10, 1 << 30} {
 			require.NoError(t, c.SetReadBuffer(n))
 			require.Equal(t, min(n, rmax), c.ReadBuffer(), "ReadBuffer after SetReadBuffer(%d)", n)

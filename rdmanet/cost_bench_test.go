@@ -53,7 +53,7 @@ var costKinds = []costKind{
 	{"udp", func(tb testing.TB, g *net.UDPAddr) costEndpoint {
 		c, err := net.ListenMulticastUDP("udp4", loopbackIfi(tb), udpGroup(g))
 		require.NoError(tb, err)
-		c.SetReadBuffer(4 << 20)
+		c.SetReadBuffer(rdmanet.SoftwareSocketBuffer)
 		return c
 	}, func(tb testing.TB, c costEndpoint, g *net.UDPAddr) {
 		require.NoError(tb, ipv4.NewPacketConn(c.(*net.UDPConn)).JoinGroup(loopbackIfi(tb), udpGroup(g)))

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-rdma/rdmanet/internal/perf"
 )
 
 const perfArgs = "pingpong|throughput [-size N] [-count N | -duration D] [-backend B] [-baseline udp] [-sender S] [-iface IF] [-bind ADDR] [-group G] [-role R] [-batch N] [-spin D] [-receivers N] [-rate R] [-rcvbuf N] [-json] [-progress D]"
@@ -21,19 +23,13 @@ const (
 	defaultPerfGroup     = "239.255.77.1"
 	defaultPingCount     = 10000
 	defaultThroughCount  = 500000
-	perfMinSize          = 8 // the sequence number
-	perfMarkerSize       = 16
-	perfMarker           = ^uint64(0)
+	perfMinSize          = perf.SeqSize // the sequence number
 	perfProgressAfter    = 2 * time.Second
 	perfPingTimeout      = time.Second      // a round trip lost
 	perfQuiet            = time.Second      // a receiver gives up after this
 	perfFirstWait        = 10 * time.Second // in-process: the first message
 	perfServerWait       = 10 * time.Second // client: the first answer
 	perfDefaultRecvDepth = 2048
-	// perfUDPRcvBuf is the SO_RCVBUF the software backend asks for its
-	// sockets; the UDP baseline gets the same, so loss compares like with
-	// like (the kernel caps both at net.core.rmem_max).
-	perfUDPRcvBuf = 4 << 20
 )
 
 // Senders (-sender): how a run opens the conns that send.
@@ -94,7 +90,7 @@ func runPerf(e *env, args []string) error {
 	fs.IntVar(&c.receivers, "receivers", 1, "throughput: receiving conns in this process (loss per receiver)")
 	fs.Float64Var(&c.rate, "rate", 0, "throughput: pace the sender to this many msgs/s (0: flat out)")
 	fs.IntVar(&c.depth, "depth", perfDefaultRecvDepth, "rdmanet receive buffers posted per receiving conn (ListenConfig.RecvDepth)")
-	fs.IntVar(&c.rcvbuf, "rcvbuf", perfUDPRcvBuf, "-baseline udp: receive socket buffer (SO_RCVBUF) in bytes, by default what the software backend asks for its sockets; 0: the system default")
+	fs.IntVar(&c.rcvbuf, "rcvbuf", perf.SocketBuffer, "-baseline udp: receive socket buffer (SO_RCVBUF) in bytes, by default what the software backend asks for its sockets; 0: the system default")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of the table")
 	fs.DurationVar(&c.progress, "progress", time.Second, "progress line interval on stderr for runs longer than 2s (0: none)")
 	pos, err := parseFlags(fs, args)
@@ -231,7 +227,7 @@ func (c *perfConfig) validate(pos []string, set map[string]bool, count uint64, b
 		return usagef("bad -rate %v: want 0 (flat out) or more", c.rate)
 	}
 	if set["rcvbuf"] && c.baseline != "udp" {
-		return usagef("-rcvbuf applies to -baseline udp (the software backend's sockets always ask for %d bytes)", perfUDPRcvBuf)
+		return usagef("-rcvbuf applies to -baseline udp (the software backend's sockets always ask for %d bytes)", perf.SocketBuffer)
 	}
 	if c.rcvbuf < 0 {
 		return usagef("bad -rcvbuf %d: want 0 (system default) or more", c.rcvbuf)
@@ -293,7 +289,7 @@ type perfResult struct {
 	P99Ns     int64          `json:"p99_ns"`
 	P999Ns    int64          `json:"p999_ns"`
 	MaxNs     int64          `json:"max_ns"`
-	Histogram []histBucket   `json:"histogram"`
+	Histogram []perf.Bucket  `json:"histogram"`
 	SpinNs    int64          `json:"spin_ns"`
 	Batch     int            `json:"batch"`
 	Rate      float64        `json:"rate"`
@@ -334,7 +330,7 @@ func (c *perfConfig) run(e *env) (*perfResult, error) {
 	}
 	res := &perfResult{Mode: c.mode, Role: c.role, Group: c.group.IP.String(), Size: c.size,
 		SpinNs: int64(c.spin), Batch: c.batch, Rate: c.rate, Baseline: c.baseline, Sender: c.sender,
-		LossPct: []float64{}, Receivers: []perfReceiver{}, Histogram: []histBucket{}}
+		LossPct: []float64{}, Receivers: []perfReceiver{}, Histogram: []perf.Bucket{}}
 	if res.Role == "" {
 		res.Role = "both"
 	}
@@ -383,9 +379,9 @@ func interfaceOf(ip net.IP) (*net.Interface, error) {
 }
 
 // checkSize refuses a -size the conn cannot carry in one datagram.
-func (c *perfConfig) checkSize(ep perfEP) error {
-	if c.size > ep.mtu() {
-		return usagef("bad -size %d: larger than the MTU %d of the conn", c.size, ep.mtu())
+func (c *perfConfig) checkSize(ep perf.Endpoint) error {
+	if c.size > ep.MTU() {
+		return usagef("bad -size %d: larger than the MTU %d of the conn", c.size, ep.MTU())
 	}
 	return nil
 }

@@ -6,91 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/bits"
-	"slices"
 	"strings"
+
+	"github.com/go-rdma/rdmanet/internal/perf"
 )
-
-// percentile returns the p-th percentile (0 < p <= 100) of sorted by the
-// nearest-rank method: the smallest value with at least p% of the values
-// at or below it. It returns 0 for an empty slice.
-func percentile(sorted []int64, p float64) int64 {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	// Nearest rank, with a little slack so that p=99.9 of 1000 values
-	// is rank 999 and not 1000 because of float rounding.
-	rank := int(math.Ceil(p/100*float64(n) - 1e-9))
-	rank = max(1, min(rank, n))
-	return sorted[rank-1]
-}
-
-// latencySummary is what a sorted list of latencies boils down to.
-type latencySummary struct {
-	Min, Mean, P50, P90, P99, P999, Max int64
-}
-
-func summarize(sorted []int64) latencySummary {
-	if len(sorted) == 0 {
-		return latencySummary{}
-	}
-	var sum float64
-	for _, v := range sorted {
-		sum += float64(v)
-	}
-	return latencySummary{
-		Min:  sorted[0],
-		Mean: int64(sum / float64(len(sorted))),
-		P50:  percentile(sorted, 50),
-		P90:  percentile(sorted, 90),
-		P99:  percentile(sorted, 99),
-		P999: percentile(sorted, 99.9),
-		Max:  sorted[len(sorted)-1],
-	}
-}
-
-// histBucket is one bucket of a log-scaled histogram: values in [Lo, Hi).
-type histBucket struct {
-	LoNs  int64 `json:"lo_ns"`
-	HiNs  int64 `json:"hi_ns"`
-	Count int   `json:"count"`
-}
-
-// histogram buckets sorted values by powers of two, from the bucket of the
-// smallest value to the bucket of the largest, empty buckets between them
-// included: [2^k, 2^(k+1)) ns. Values <= 0 go into [0, 1).
-func histogram(sorted []int64) []histBucket {
-	if len(sorted) == 0 {
-		return nil
-	}
-	bucket := func(v int64) int { // index k of [2^k, 2^(k+1)); -1 for v <= 0
-		if v <= 0 {
-			return -1
-		}
-		return bits.Len64(uint64(v)) - 1
-	}
-	lo, hi := bucket(sorted[0]), bucket(sorted[len(sorted)-1])
-	hs := make([]histBucket, 0, hi-lo+1)
-	for k := lo; k <= hi; k++ {
-		b := histBucket{}
-		if k >= 0 {
-			b.LoNs = int64(1) << k
-			b.HiNs = int64(1) << (k + 1)
-		} else {
-			b.HiNs = 1
-		}
-		hs = append(hs, b)
-	}
-	for _, v := range sorted {
-		hs[bucket(v)-lo].Count++
-	}
-	return hs
-}
 
 // writeHistogram prints buckets as text bars, width characters for the
 // fullest bucket, with each bucket's count and cumulative share.
-func writeHistogram(w io.Writer, hs []histBucket, width int) {
+func writeHistogram(w io.Writer, hs []perf.Bucket, width int) {
 	total, most := 0, 0
 	for _, b := range hs {
 		total += b.Count
@@ -148,10 +71,4 @@ func fmtCount(v float64) string {
 		return sig3(v/1e3) + "k"
 	}
 	return fmt.Sprintf("%.0f", v)
-}
-
-func sortedCopy(lat []int64) []int64 {
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	return s
 }

@@ -16,82 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/perf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// ---- percentiles and histogram on known inputs ----
-
-func seqNs(n int) []int64 {
-	s := make([]int64, n)
-	for i := range s {
-		s[i] = int64(i + 1)
-	}
-	return s
-}
-
-func TestPercentile(t *testing.T) {
-	s := seqNs(100)
-	assert.Equal(t, int64(1), percentile(s, 1))
-	assert.Equal(t, int64(50), percentile(s, 50))
-	assert.Equal(t, int64(90), percentile(s, 90))
-	assert.Equal(t, int64(99), percentile(s, 99))
-	assert.Equal(t, int64(100), percentile(s, 99.9))
-	assert.Equal(t, int64(100), percentile(s, 100))
-
-	s = seqNs(1000)
-	assert.Equal(t, int64(500), percentile(s, 50))
-	assert.Equal(t, int64(999), percentile(s, 99.9), "rank 999 of 1000, not rounded up to 1000")
-
-	assert.Equal(t, int64(7), percentile([]int64{7}, 50))
-	assert.Equal(t, int64(7), percentile([]int64{7}, 99.9))
-	assert.Equal(t, int64(0), percentile(nil, 50))
-	// Two values: p50 is the lower one, anything above the upper one.
-	assert.Equal(t, int64(10), percentile([]int64{10, 20}, 50))
-	assert.Equal(t, int64(20), percentile([]int64{10, 20}, 51))
-}
-
-func TestSummarize(t *testing.T) {
-	sum := summarize(seqNs(1000))
-	assert.Equal(t, latencySummary{Min: 1, Mean: 500, P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000}, sum)
-	assert.Equal(t, latencySummary{}, summarize(nil))
-	// A skewed set: one outlier moves max and mean, not the median.
-	s := append(seqNs(999), 1_000_000)
-	sum = summarize(s)
-	assert.Equal(t, int64(500), sum.P50)
-	assert.Equal(t, int64(1_000_000), sum.Max)
-	assert.Equal(t, int64(999), sum.P999)
-	assert.Greater(t, sum.Mean, int64(1400))
-}
-
-func TestHistogram(t *testing.T) {
-	hs := histogram([]int64{1, 2, 3, 4, 1000, 1023, 1024})
-	require.Len(t, hs, 11) // [1,2) ... [1024,2048)
-	want := map[int64]int{1: 1, 2: 2, 4: 1, 512: 2, 1024: 1}
-	total := 0
-	for i, b := range hs {
-		assert.Equal(t, int64(1)<<i, b.LoNs)
-		assert.Equal(t, 2*b.LoNs, b.HiNs)
-		assert.Equal(t, want[b.LoNs], b.Count, "bucket [%d,%d)", b.LoNs, b.HiNs)
-		total += b.Count
-	}
-	assert.Equal(t, 7, total)
-
-	// Starts at the smallest value's bucket, not at 1 ns.
-	hs = histogram([]int64{10_000, 12_000, 40_000})
-	require.Len(t, hs, 3)
-	assert.Equal(t, int64(8192), hs[0].LoNs)
-	assert.Equal(t, []int{2, 0, 1}, []int{hs[0].Count, hs[1].Count, hs[2].Count})
-
-	hs = histogram([]int64{0, 1})
-	require.Len(t, hs, 2)
-	assert.Equal(t, histBucket{LoNs: 0, HiNs: 1, Count: 1}, hs[0])
-	assert.Nil(t, histogram(nil))
-}
+// ---- the histogram as text, the formatters (the tallies are internal/perf's) ----
 
 func TestWriteHistogram(t *testing.T) {
 	var b bytes.Buffer
-	writeHistogram(&b, histogram([]int64{10_000, 12_000, 12_500, 40_000}), 10)
+	writeHistogram(&b, perf.Histogram([]int64{10_000, 12_000, 12_500, 40_000}), 10)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	require.Len(t, lines, 3)
 	assert.Regexp(t, `^  8\.19µs - 16\.4µs\s+\|##########\|\s+3\s+75\.00%$`, lines[0])
@@ -254,10 +188,10 @@ func TestPerfRcvBufEqual(t *testing.T) {
 	sw := runPerfJSON(t, "throughput", "-backend", "software", "-count", "1000", "-rate", "100000")
 	udp := runPerfJSON(t, "throughput", "-baseline", "udp", "-count", "1000", "-rate", "100000")
 	assert.Equal(t, sw.RcvBuf, udp.RcvBuf, "rdmanet's and UDP's receivers get the same SO_RCVBUF")
-	assert.LessOrEqual(t, udp.RcvBuf, 2*perfUDPRcvBuf)
+	assert.LessOrEqual(t, udp.RcvBuf, 2*perf.SocketBuffer)
 	def := runPerfJSON(t, "throughput", "-baseline", "udp", "-rcvbuf", "0", "-count", "1000", "-rate", "100000")
-	if udp.RmemMax >= perfUDPRcvBuf {
-		assert.Equal(t, 2*perfUDPRcvBuf, udp.RcvBuf, "granted in full under rmem_max %d", udp.RmemMax)
+	if udp.RmemMax >= perf.SocketBuffer {
+		assert.Equal(t, 2*perf.SocketBuffer, udp.RcvBuf, "granted in full under rmem_max %d", udp.RmemMax)
 		assert.Less(t, def.RcvBuf, udp.RcvBuf, "the system default is smaller than 4 MiB")
 	}
 }
@@ -275,23 +209,23 @@ func TestPerfUDPConnectedSender(t *testing.T) {
 			g := &net.UDPAddr{IP: net.ParseIP(perfGroup()), Port: 32000 + os.Getpid()%1000}
 			rx, err := pn.receiver(g)
 			require.NoError(t, err)
-			defer rx.close()
+			defer rx.Close()
 			tx, err := pn.sender(g)
 			require.NoError(t, err)
-			defer tx.close()
-			ra := tx.(*udpPerfEP).c.RemoteAddr()
+			defer tx.Close()
+			ra := tx.(*perf.UDP).C.RemoteAddr()
 			if tc.peer {
 				require.NotNil(t, ra)
 				assert.Equal(t, g.String(), ra.String())
 			} else {
 				assert.Nil(t, ra)
 			}
-			require.NoError(t, tx.send([]byte("to the group")))
-			require.NoError(t, tx.sendBatch([][]byte{[]byte("batch 1"), []byte("batch 2")}))
+			require.NoError(t, tx.Send([]byte("to the group")))
+			require.NoError(t, tx.SendBatch([][]byte{[]byte("batch 1"), []byte("batch 2")}))
 			buf := make([]byte, 64)
-			require.NoError(t, rx.setReadDeadline(time.Now().Add(2*time.Second)))
+			require.NoError(t, rx.SetReadDeadline(time.Now().Add(2*time.Second)))
 			for _, want := range []string{"to the group", "batch 1", "batch 2"} {
-				n, err := rx.recv(buf)
+				n, err := rx.Recv(buf)
 				require.NoError(t, err)
 				assert.Equal(t, want, string(buf[:n]))
 			}
@@ -525,20 +459,20 @@ func TestPerfUDPReceiverOnlyItsGroup(t *testing.T) {
 	g2 := &net.UDPAddr{IP: net.ParseIP(perfGroup()), Port: port}
 	r1, err := pn.receiver(g1)
 	require.NoError(t, err)
-	defer r1.close()
+	defer r1.Close()
 	r2, err := pn.receiver(g2)
 	require.NoError(t, err)
-	defer r2.close()
+	defer r2.Close()
 	tx, err := pn.sender(g1)
 	require.NoError(t, err)
-	defer tx.close()
-	require.NoError(t, tx.send([]byte("for group 1 only")))
+	defer tx.Close()
+	require.NoError(t, tx.Send([]byte("for group 1 only")))
 	buf := make([]byte, 64)
-	require.NoError(t, r1.setReadDeadline(time.Now().Add(2*time.Second)))
-	n, err := r1.recv(buf)
+	require.NoError(t, r1.SetReadDeadline(time.Now().Add(2*time.Second)))
+	n, err := r1.Recv(buf)
 	require.NoError(t, err)
 	require.Equal(t, "for group 1 only", string(buf[:n]))
-	require.NoError(t, r2.setReadDeadline(time.Now().Add(100*time.Millisecond)))
-	n, err = r2.recv(buf)
+	require.NoError(t, r2.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+	n, err = r2.Recv(buf)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "group 2's receiver got %q", buf[:n])
 }

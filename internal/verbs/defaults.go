@@ -9,6 +9,10 @@ const (
 	DefaultSendDepth = 256
 	// DefaultRecvDepth is the receive queue depth.
 	DefaultRecvDepth = 512
+	// SoftSocketBuffer is the SO_RCVBUF and SO_SNDBUF, in bytes, the
+	// software provider asks for each of a QP's sockets (the kernel
+	// caps them at net.core.rmem_max and wmem_max).
+	SoftSocketBuffer = 4 << 20
 )
 
 // WithDefaults returns c with its zero depths and Q_Key at their defaults

@@ -16,9 +16,9 @@ import (
 // QP limits (the defaults are the model's: verbs.QPConfig.WithDefaults).
 const (
 	maxInline    = 4096
-	recvBatch    = 64      // datagrams per recvmmsg
-	sendScratch  = 64      // datagrams prepared at once (a GSO run's most: maxGSOSegs)
-	sockBufBytes = 4 << 20 // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
+	recvBatch    = 64                     // datagrams per recvmmsg
+	sendScratch  = 64                     // datagrams prepared at once (a GSO run's most: maxGSOSegs)
+	sockBufBytes = verbs.SoftSocketBuffer // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
 )
 
 // QP is a software UD QP: two UDP sockets on port 4791 (a unicast one,

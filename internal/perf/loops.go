@@ -1,0 +1,273 @@
+package perf
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// EchoTally is what Echo counts: the datagrams it answered and when it
+// answered the first and the last.
+type EchoTally struct {
+	Served      atomic.Uint64
+	First, Last time.Time
+}
+
+// Echo answers every datagram from rx on tx, the same bytes, until rx
+// fails (its error) or a marker comes (nil). With a tally it counts the
+// answers and times the first and the last; with nil it reads no clock.
+func Echo(rx, tx Endpoint, t *EchoTally) error {
+	buf := make([]byte, 65536)
+	for {
+		n, err := rx.Recv(buf)
+		if err != nil {
+			return err
+		}
+		if n >= SeqSize && Seq(buf) == Marker {
+			return nil
+		}
+		if err := tx.Send(buf[:n]); err != nil {
+			return err
+		}
+		if t != nil {
+			now := time.Now()
+			if t.First.IsZero() {
+				t.First = now
+			}
+			t.Last = now
+			t.Served.Add(1)
+		}
+	}
+}
+
+// Pinger times round trips: it sends a numbered message through Tx and
+// waits on Rx for the answer with the same number.
+type Pinger struct {
+	tx, rx  Endpoint
+	timeout time.Duration
+	payload []byte
+	rbuf    []byte
+	seq     uint64
+	dlSet   time.Time
+}
+
+// NewPinger returns a Pinger of size-byte messages (at least SeqSize)
+// that gives a round trip up after timeout.
+func NewPinger(tx, rx Endpoint, size int, timeout time.Duration) *Pinger {
+	return &Pinger{tx: tx, rx: rx, timeout: timeout, payload: make([]byte, max(size, SeqSize)), rbuf: make([]byte, max(size, 65536))}
+}
+
+// Seq is the sequence number of the last round trip started.
+func (p *Pinger) Seq() uint64 { return p.seq }
+
+// RoundTrip sends one message and waits for its answer. It returns half
+// the round trip, or ok false when no answer came within the timeout;
+// answers to earlier round trips (late ones) are skipped.
+func (p *Pinger) RoundTrip() (half time.Duration, ok bool, err error) {
+	p.seq++
+	PutSeq(p.payload, p.seq)
+	t0 := time.Now()
+	// Deadlines are absolute: refresh now and then, not per message.
+	if t0.Sub(p.dlSet) > p.timeout/4 {
+		if err := p.rx.SetReadDeadline(t0.Add(p.timeout)); err != nil {
+			return 0, false, err
+		}
+		p.dlSet = t0
+	}
+	if err := p.tx.Send(p.payload); err != nil {
+		return 0, false, err
+	}
+	for {
+		n, err := p.rx.Recv(p.rbuf)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return 0, false, nil
+			}
+			return 0, false, err
+		}
+		if n >= SeqSize && Seq(p.rbuf) == p.seq {
+			return time.Since(t0) / 2, true, nil
+		}
+	}
+}
+
+// Flood is a sender's loop: Count messages of Size bytes (0: until
+// Duration has passed or Stop is closed), Batch a call (1: Send, more:
+// SendBatch), paced to Rate messages a second (0: flat out). Message i
+// carries sequence number i.
+type Flood struct {
+	Size, Batch int
+	Count       uint64
+	Duration    time.Duration
+	Rate        float64
+	Stop        <-chan struct{}
+}
+
+// Run floods through tx, storing the count sent so far into sent after
+// every call, and returns how many it sent and how long that took.
+func (f *Flood) Run(tx Endpoint, sent *atomic.Uint64) (uint64, time.Duration, error) {
+	k := uint64(max(f.Batch, 1))
+	bufs := make([][]byte, k)
+	for i := range bufs {
+		bufs[i] = make([]byte, max(f.Size, SeqSize))
+	}
+	var interval float64
+	if f.Rate > 0 {
+		interval = 1e9 / f.Rate
+	}
+	start := time.Now()
+	var n uint64
+	for f.Count == 0 || n < f.Count {
+		if f.Stop != nil {
+			select {
+			case <-f.Stop:
+				return n, time.Since(start), nil
+			default:
+			}
+		}
+		m := k
+		if f.Count > 0 {
+			m = min(k, f.Count-n)
+		}
+		for i := range m {
+			PutSeq(bufs[i], n+i)
+		}
+		if interval > 0 {
+			due := start.Add(time.Duration(float64(n) * interval))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		var err error
+		if k == 1 {
+			err = tx.Send(bufs[0])
+		} else {
+			err = tx.SendBatch(bufs[:m])
+		}
+		if err != nil {
+			return n, time.Since(start), err
+		}
+		n += m
+		sent.Store(n)
+		if f.Duration > 0 && time.Since(start) >= f.Duration {
+			break
+		}
+	}
+	return n, time.Since(start), nil
+}
+
+// RxTally is what a receiver counted.
+type RxTally struct {
+	Received uint64 // numbered messages
+	Bad      uint64 // datagrams too short to carry a sequence number
+	MaxSeq1  uint64 // the highest sequence number seen, plus one
+	Total    uint64 // what a marker said was sent
+	Marker   bool   // a marker came
+	// First and Last are when the first and the last numbered messages
+	// were read.
+	First, Last time.Time
+	// Progress is Received, for another goroutine to read meanwhile.
+	Progress atomic.Uint64
+}
+
+// ErrNoMessage is Receive's error when nothing came within its FirstWait.
+var ErrNoMessage = errors.New("perf: no message")
+
+// Receiver is a receiver's loop: it reads Batch datagrams a call (1:
+// Recv, more: RecvBatch) of up to Size bytes and counts them, until a
+// marker comes, Limit messages came (0: no limit), nothing came for Quiet
+// after the first (0: no deadline), or (FirstWait > 0) nothing at all
+// came within FirstWait.
+type Receiver struct {
+	Size, Batch int
+	Limit       uint64
+	Quiet       time.Duration
+	FirstWait   time.Duration
+}
+
+// Run counts what rx receives into t. It returns nil at a marker, at the
+// limit, at the quiet deadline or when rx is closed (net.ErrClosed);
+// ErrNoMessage when the first wait passed with nothing; else the read's
+// error.
+func (r *Receiver) Run(rx Endpoint, t *RxTally) error {
+	k := max(r.Batch, 1)
+	bufs := make([][]byte, k)
+	for i := range bufs {
+		bufs[i] = make([]byte, max(r.Size, MarkerSize))
+	}
+	ns := make([]int, k)
+	if r.FirstWait > 0 {
+		if err := rx.SetReadDeadline(time.Now().Add(r.FirstWait)); err != nil {
+			return err
+		}
+	}
+	var dlSet time.Time
+	for {
+		var n int
+		var err error
+		if k == 1 {
+			ns[0], err = rx.Recv(bufs[0])
+			if err == nil {
+				n = 1
+			}
+		} else {
+			n, err = rx.RecvBatch(bufs, ns)
+		}
+		now := time.Now()
+		if err != nil {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				if t.First.IsZero() && !t.Marker && r.FirstWait > 0 {
+					return ErrNoMessage
+				}
+				return nil
+			case errors.Is(err, net.ErrClosed):
+				return nil
+			}
+			return err
+		}
+		done, got := t.count(bufs[:n], ns[:n])
+		if got > 0 {
+			if t.First.IsZero() {
+				t.First = now
+			}
+			t.Last = now
+			t.Received += got
+			t.Progress.Store(t.Received)
+		}
+		if done || (r.Limit > 0 && t.Received >= r.Limit) {
+			return nil
+		}
+		if r.Quiet > 0 && got > 0 && now.Sub(dlSet) > r.Quiet/4 {
+			if err := rx.SetReadDeadline(now.Add(r.Quiet)); err != nil {
+				return err
+			}
+			dlSet = now
+		}
+	}
+}
+
+// count tallies one read's datagrams (bufs[i][:ns[i]]): it returns
+// whether a marker was among them and how many numbered messages.
+func (t *RxTally) count(bufs [][]byte, ns []int) (marker bool, got uint64) {
+	for i, b := range bufs {
+		b = b[:ns[i]]
+		if len(b) < SeqSize {
+			t.Bad++
+			continue
+		}
+		seq := Seq(b)
+		if seq == Marker {
+			if total, ok := markerTotal(b); ok {
+				t.Total, t.Marker = total, true
+			}
+			marker = true
+			continue
+		}
+		got++
+		t.MaxSeq1 = max(t.MaxSeq1, seq+1)
+	}
+	return marker, got
+}
