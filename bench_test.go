@@ -13,9 +13,11 @@
 // group 1, B answers on group 2; p50/p99 are half round trips, by the
 // nearest-rank method (as `rdmanet perf`).
 //
-// The baselines get what a Go program gets at its best: every UDP
-// receiver asks for the same SO_RCVBUF as the software backend's
-// sockets (benchRcvBuf; the kernel caps both at net.core.rmem_max, and
+// The endpoints, loops and tallies are internal/perf's, as `rdmanet
+// perf` runs them. The baselines get what a Go program gets at its best:
+// every UDP receiver asks for the same SO_RCVBUF as the software
+// backend's sockets (perf.SocketBuffer; the kernel caps both at
+// net.core.rmem_max, and
 // the run prints what each was granted), and the UDP senders come both
 // unconnected (WriteToUDP) and connected (net.DialUDP + Write, what most
 // Go multicast senders do: udp-connected). rdmanet's senders come
@@ -28,7 +30,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"slices"
@@ -36,18 +37,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/perf"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
-	"golang.org/x/net/ipv4"
 )
-
-// benchRcvBuf is the SO_RCVBUF the software backend asks for its sockets
-// (internal/verbs/soft); every UDP receiver here asks for the same.
-const benchRcvBuf = 4 << 20
 
 // TestMain prints, before a benchmark run, the receive buffers the kernel
 // granted each side, as a benchstat configuration line.
@@ -72,13 +68,11 @@ func rcvbufLine() string {
 	udp := "?"
 	if lo, err := net.InterfaceByName("lo"); err != nil {
 		udp = err.Error()
-	} else if rx, err := net.ListenMulticastUDP("udp4", lo, nextGroup()); err != nil {
+	} else if rx, err := perf.ListenUDP(lo, nextGroup(), perf.SocketBuffer); err != nil {
 		udp = err.Error()
 	} else {
-		if err := rx.SetReadBuffer(benchRcvBuf); err == nil {
-			if n, err := sockRcvBuf(rx); err == nil {
-				udp = strconv.Itoa(n)
-			}
+		if n, err := rx.RcvBuf(); err == nil {
+			udp = strconv.Itoa(n)
 		}
 		rx.Close()
 	}
@@ -94,20 +88,7 @@ func rcvbufLine() string {
 		}
 		c.Close()
 	}
-	return fmt.Sprintf("rcvbuf: asked=%d rmem_max=%s udp=%s rdmanet=%s", benchRcvBuf, rmem, udp, rdma)
-}
-
-func sockRcvBuf(c *net.UDPConn) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { n, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) }); err != nil {
-		return 0, err
-	}
-	return n, serr
+	return fmt.Sprintf("rcvbuf: asked=%d rmem_max=%s udp=%s rdmanet=%s", perf.SocketBuffer, rmem, udp, rdma)
 }
 
 type size struct {
@@ -126,10 +107,10 @@ func sizes(tb testing.TB) []size {
 	sizesOnce.Do(func() {
 		sizeList = []size{{"64B", 64}, {"1KiB", 1024}}
 		e := newRDMA(tb, nextGroup(), true, 0)
-		if mtu := e.c.MTU(); mtu > 1024 {
+		if mtu := e.MTU(); mtu > 1024 {
 			sizeList = append(sizeList, size{fmt.Sprintf("MTU%d", mtu), mtu})
 		}
-		e.close()
+		e.Close()
 	})
 	return sizeList
 }
@@ -141,25 +122,7 @@ func nextGroup() *net.UDPAddr {
 	return &net.UDPAddr{IP: net.IPv4(239, 88, byte(n>>8), byte(n)), Port: 30000 + int(n%20000)}
 }
 
-// endpoint is one side of a benchmark: a receiver and a sender on a group.
-type endpoint interface {
-	send(b []byte) error
-	sendBatch(bs [][]byte) error
-	recv(b []byte) (int, error)
-	recvBatch(bufs [][]byte) (int, error)
-	close()
-}
-
 // ---- rdmanet ----
-
-type rdmaEP struct {
-	c     *rdmanet.Conn
-	group *net.UDPAddr
-	ga    rdmanet.Addr
-	out   []rdmanet.Message
-	in    []rdmanet.Message
-	lend  bool // receive with ReadLend (no copy) instead of ReadFromAddr
-}
 
 // benchConfig is the software backend on loopback, or, in the Soft-RoCE VM
 // (RDMANET_TEST_DEVICE and RDMANET_TEST_ADDR set), rdma-core on that
@@ -172,7 +135,9 @@ func benchConfig() rdmanet.ListenConfig {
 	return rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
 }
 
-func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duration) *rdmaEP {
+// newRDMA is a conn on group with loopback off: send-only, or a receiver
+// with the given spin window.
+func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duration) *perf.RDMA {
 	lc := benchConfig()
 	// The software backend keeps its default ring: the socket buffer does
 	// the buffering there, as for the UDP baseline.
@@ -182,62 +147,19 @@ func newRDMA(tb testing.TB, group *net.UDPAddr, sendOnly bool, spin time.Duratio
 
 // newMember is the sender a newcomer writes: a conn with the default
 // options (full member, loopback on), so it also receives what it sends.
-func newMember(tb testing.TB, group *net.UDPAddr) *rdmaEP {
+func newMember(tb testing.TB, group *net.UDPAddr) *perf.RDMA {
 	return listenRDMA(tb, benchConfig(), group)
 }
 
-func listenRDMA(tb testing.TB, lc rdmanet.ListenConfig, group *net.UDPAddr) *rdmaEP {
-	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+func listenRDMA(tb testing.TB, lc rdmanet.ListenConfig, group *net.UDPAddr) *perf.RDMA {
+	e, err := perf.ListenRDMA(lc, nil, group)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ga, err := c.GroupAddr(group)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &rdmaEP{c: c, group: group, ga: ga, out: make([]rdmanet.Message, 64), in: make([]rdmanet.Message, 64)}
+	return e
 }
-
-func (e *rdmaEP) send(b []byte) error { _, err := e.c.WriteTo(b, e.group); return err }
-func (e *rdmaEP) sendBatch(bs [][]byte) error {
-	ms := e.out[:len(bs)]
-	for i, b := range bs {
-		ms[i].Buffer, ms[i].Addr = b, e.ga
-	}
-	_, err := e.c.WriteBatch(ms)
-	return err
-}
-func (e *rdmaEP) recv(b []byte) (int, error) {
-	if e.lend {
-		d, err := e.c.ReadLend()
-		n := len(d.Payload)
-		d.Release()
-		return n, err
-	}
-	n, _, err := e.c.ReadFromAddr(b)
-	return n, err
-}
-func (e *rdmaEP) recvBatch(bufs [][]byte) (int, error) {
-	ms := e.in[:len(bufs)]
-	for i, b := range bufs {
-		ms[i].Buffer = b
-	}
-	return e.c.ReadBatch(ms)
-}
-func (e *rdmaEP) close() { e.c.Close() }
 
 // ---- net.UDPConn and x/net/ipv4 ----
-
-type udpEP struct {
-	rx        *net.UDPConn
-	tx        *net.UDPConn
-	rxp       *ipv4.PacketConn
-	txp       *ipv4.PacketConn
-	group     *net.UDPAddr
-	connected bool // tx is connected to the group: Write, not WriteToUDP
-	out       []ipv4.Message
-	in        []ipv4.Message
-}
 
 func loopback(tb testing.TB) *net.Interface {
 	lo, err := net.InterfaceByName("lo")
@@ -247,156 +169,52 @@ func loopback(tb testing.TB) *net.Interface {
 	return lo
 }
 
-// newUDP is a net.ListenMulticastUDP receiver on lo with benchRcvBuf, and
-// a sender from 127.0.0.1 with IP_MULTICAST_IF lo and loopback on:
-// unconnected, or connected to the group (net.DialUDP + Write).
-func newUDP(tb testing.TB, group *net.UDPAddr, connected bool) *udpEP {
+// newUDP is a net.ListenMulticastUDP receiver on lo with
+// perf.SocketBuffer, and a sender from 127.0.0.1 with IP_MULTICAST_IF lo
+// and loopback on: unconnected (WriteToUDP), or connected to the group
+// (net.DialUDP + Write).
+func newUDP(tb testing.TB, group *net.UDPAddr, connected bool) (tx, rx *perf.UDP) {
 	lo := loopback(tb)
-	rx, err := net.ListenMulticastUDP("udp4", lo, group)
+	rx, err := perf.ListenUDP(lo, group, perf.SocketBuffer)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := rx.SetReadBuffer(benchRcvBuf); err != nil {
+	if tx, err = perf.DialUDP(lo, nil, group, connected); err != nil {
+		rx.Close()
 		tb.Fatal(err)
 	}
-	local := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
-	var tx *net.UDPConn
-	if connected {
-		// net.DialUDP, with the multicast interface set before the
-		// connect: the kernel routes a multicast connect by it.
-		d := net.Dialer{LocalAddr: local, Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptIPMreqn(int(fd), syscall.IPPROTO_IP, syscall.IP_MULTICAST_IF,
-					&syscall.IPMreqn{Ifindex: int32(lo.Index)})
-			})
-			if err != nil {
-				return err
-			}
-			return serr
-		}}
-		c, err := d.Dial("udp4", group.String())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tx = c.(*net.UDPConn)
-	} else if tx, err = net.ListenUDP("udp4", local); err != nil {
-		tb.Fatal(err)
-	}
-	txp := ipv4.NewPacketConn(tx)
-	if err := txp.SetMulticastInterface(lo); err != nil {
-		tb.Fatal(err)
-	}
-	if err := txp.SetMulticastLoopback(true); err != nil {
-		tb.Fatal(err)
-	}
-	e := &udpEP{rx: rx, tx: tx, rxp: ipv4.NewPacketConn(rx), txp: txp, group: group, connected: connected,
-		out: make([]ipv4.Message, 64), in: make([]ipv4.Message, 64)}
-	for i := range e.out {
-		e.out[i].Buffers = make([][]byte, 1)
-		e.out[i].Addr = group
-		e.in[i].Buffers = make([][]byte, 1)
-	}
-	return e
+	return tx, rx
 }
-
-func (e *udpEP) send(b []byte) error {
-	var err error
-	if e.connected {
-		_, err = e.tx.Write(b)
-	} else {
-		_, err = e.tx.WriteToUDP(b, e.group)
-	}
-	return err
-}
-func (e *udpEP) recv(b []byte) (int, error) { n, _, err := e.rx.ReadFromUDP(b); return n, err }
-func (e *udpEP) sendBatch(bs [][]byte) error {
-	ms := e.out[:len(bs)]
-	for i, b := range bs {
-		ms[i].Buffers[0] = b
-	}
-	for len(ms) > 0 {
-		n, err := e.txp.WriteBatch(ms, 0)
-		if err != nil {
-			return err
-		}
-		ms = ms[n:]
-	}
-	return nil
-}
-func (e *udpEP) recvBatch(bufs [][]byte) (int, error) {
-	ms := e.in[:len(bufs)]
-	for i, b := range bufs {
-		ms[i].Buffers[0] = b
-	}
-	return e.rxp.ReadBatch(ms, 0)
-}
-func (e *udpEP) close() { e.rx.Close(); e.tx.Close() }
 
 // ---- throughput ----
 
-// throughput floods from tx and times b.N receives on rx.
-func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
-	payload := make([]byte, size)
+// throughput floods from tx (perf.Flood, batches of 32 with batch, else
+// one at a time) and times b.N receives on rx (perf.Receiver, ReadBatch
+// of up to 32 with batch).
+func throughput(b *testing.B, tx, rx perf.Endpoint, size int, batch bool) {
+	k := 1
+	if batch {
+		k = 32
+	}
 	var sent atomic.Uint64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		bs := make([][]byte, 32)
-		for i := range bs {
-			bs[i] = payload
-		}
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if batch {
-				if tx.sendBatch(bs) != nil {
-					return
-				}
-				sent.Add(uint64(len(bs)))
-			} else {
-				for i := 0; i < 32; i++ {
-					if tx.send(payload) != nil {
-						return
-					}
-				}
-				sent.Add(32)
-			}
-		}
-	}()
-	bufs := make([][]byte, 32)
-	for i := range bufs {
-		bufs[i] = make([]byte, 4096)
-	}
+	flood := perf.Flood{Size: size, Batch: k, Stop: stop}
+	wg.Go(func() { flood.Run(tx, &sent) })
 	// Warm up: the flow is running before the clock starts.
-	if _, err := rx.recv(bufs[0]); err != nil {
-		b.Fatal(err)
+	recv := &perf.Receiver{Size: 4096, Batch: k, Limit: 1, Quiet: time.Second}
+	var warm perf.RxTally
+	if err := recv.Run(rx, &warm); err != nil || warm.Received == 0 {
+		b.Fatalf("warm-up: %d received (%v)", warm.Received, err)
 	}
+	recv.Limit = uint64(b.N)
+	var tl perf.RxTally
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	s0 := sent.Load()
 	c0 := rdmacore.Crossings()
-	got := 0
-	for got < b.N {
-		if batch {
-			n, err := rx.recvBatch(bufs)
-			if err != nil {
-				b.Fatal(err)
-			}
-			got += n
-		} else {
-			if _, err := rx.recv(bufs[0]); err != nil {
-				b.Fatal(err)
-			}
-			got++
-		}
-	}
+	err := recv.Run(rx, &tl)
 	el := time.Since(start)
 	b.StopTimer()
 	s1 := sent.Load()
@@ -405,15 +223,17 @@ func throughput(b *testing.B, tx, rx endpoint, size int, batch bool) {
 		b.ReportMetric(float64(c1-c0)/float64(s1-s0), "cgo/msg")
 	}
 	close(stop)
-	tx.close()
-	rx.close()
+	tx.Close()
+	rx.Close()
 	wg.Wait()
-	b.ReportMetric(float64(got)/el.Seconds(), "msgs/s")
-	if s1 > s0 && s1-s0 > uint64(got) {
-		b.ReportMetric(float64(s1-s0-uint64(got))/float64(s1-s0)*100, "drop%")
-	} else {
-		b.ReportMetric(0, "drop%")
+	if err != nil {
+		b.Fatal(err)
 	}
+	if tl.Received < uint64(b.N) {
+		b.Fatalf("received %d of %d: nothing came for %v", tl.Received, b.N, recv.Quiet)
+	}
+	b.ReportMetric(perf.Rate(tl.Received, el), "msgs/s")
+	b.ReportMetric(perf.LossPct(s1-s0, tl.Received), "drop%")
 }
 
 func BenchmarkThroughput(b *testing.B) {
@@ -455,76 +275,56 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run("rdmanet-lend/"+sz.name, func(b *testing.B) {
 			g := nextGroup()
 			rx := newRDMA(b, g, false, 0)
-			rx.lend = true
+			rx.Lend = true
 			tx := newRDMA(b, g, true, 0)
 			throughput(b, tx, rx, sz.n, false)
 		})
 		b.Run("udp/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), false)
-			throughput(b, e, e, sz.n, false)
+			tx, rx := newUDP(b, nextGroup(), false)
+			throughput(b, tx, rx, sz.n, false)
 		})
 		b.Run("udp-connected/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), true)
-			throughput(b, e, e, sz.n, false)
+			tx, rx := newUDP(b, nextGroup(), true)
+			throughput(b, tx, rx, sz.n, false)
 		})
 		b.Run("ipv4-batch/"+sz.name, func(b *testing.B) {
-			e := newUDP(b, nextGroup(), false)
-			throughput(b, e, e, sz.n, true)
+			tx, rx := newUDP(b, nextGroup(), false)
+			throughput(b, tx, rx, sz.n, true)
 		})
 	}
 }
 
 // ---- ping-pong latency ----
 
-func pingpong(b *testing.B, aTx, aRx, bTx, bRx endpoint, size int) {
-	payload := make([]byte, size)
+// pingpong times b.N round trips (perf.Pinger): A sends through aTx and
+// reads the answer from aRx; B answers (perf.Echo) what bRx reads through
+// bTx. p50 and p99 are half round trips, by the nearest-rank method.
+func pingpong(b *testing.B, aTx, aRx, bTx, bRx perf.Endpoint, size int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 4096)
-		for {
-			n, err := bRx.recv(buf)
-			if err != nil {
-				return
-			}
-			if bTx.send(buf[:n]) != nil {
-				return
-			}
-		}
+		perf.Echo(bRx, bTx, nil)
 	}()
-	buf := make([]byte, 4096)
-	lat := make([]time.Duration, 0, b.N)
+	p := perf.NewPinger(aTx, aRx, size, time.Second)
+	lat := make([]int64, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if err := aTx.send(payload); err != nil {
+		half, ok, err := p.RoundTrip()
+		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := aRx.recv(buf); err != nil {
-			b.Fatal(err)
+		if !ok {
+			b.Fatalf("round trip %d: no answer within 1s", i)
 		}
-		lat = append(lat, time.Since(t0)/2)
+		lat = append(lat, half.Nanoseconds())
 	}
 	b.StopTimer()
-	for _, e := range []endpoint{aTx, aRx, bTx, bRx} {
-		e.close()
-	}
+	perf.CloseAll(aTx, aRx, bTx, bRx)
 	<-done
 	slices.Sort(lat)
-	b.ReportMetric(float64(percentile(lat, 50).Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(percentile(lat, 99).Nanoseconds()), "p99-ns")
-}
-
-// percentile is the p-th percentile of sorted by the nearest-rank method
-// (the smallest value with at least p% of the values at or below it), as
-// `rdmanet perf` reports it.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p/100*float64(len(sorted)) - 1e-9))
-	return sorted[max(1, min(rank, len(sorted)))-1]
+	b.ReportMetric(float64(perf.Percentile(lat, 50)), "p50-ns")
+	b.ReportMetric(float64(perf.Percentile(lat, 99)), "p99-ns")
 }
 
 func BenchmarkPingPong(b *testing.B) {
@@ -548,9 +348,10 @@ func BenchmarkPingPong(b *testing.B) {
 			}
 			b.Run(name+sz.name, func(b *testing.B) {
 				g1, g2 := nextGroup(), nextGroup()
-				a, c := newUDP(b, g1, connected), newUDP(b, g2, connected)
-				// a.tx sends to g1 where c.rx listens; c.tx answers to g2 where a.rx listens.
-				pingpong(b, a, swapRx{a, c}, c, swapRx{c, a}, sz.n)
+				// A sends to g1, where B listens; B answers to g2, where A listens.
+				aTx, bRx := newUDP(b, g1, connected)
+				bTx, aRx := newUDP(b, g2, connected)
+				pingpong(b, aTx, aRx, bTx, bRx, sz.n)
 			})
 		}
 	}
@@ -564,7 +365,14 @@ func BenchmarkPingPongUnicast(b *testing.B) {
 	for _, sz := range sizes(b) {
 		b.Run("rdmanet/"+sz.name, func(b *testing.B) {
 			x, y := newRDMA(b, nextGroup(), false, 0), newRDMA(b, nextGroup(), false, 0)
-			ex, ey := &uniEP{c: x.c, to: y.c.LocalAddr()}, &uniEP{c: y.c, to: x.c.LocalAddr()}
+			ex, err := perf.NewRDMA(x.C, y.C.LocalAddr())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ey, err := perf.NewRDMA(y.C, x.C.LocalAddr())
+			if err != nil {
+				b.Fatal(err)
+			}
 			pingpong(b, ex, ex, ey, ey, sz.n)
 		})
 		b.Run("udp/"+sz.name, func(b *testing.B) {
@@ -577,48 +385,12 @@ func BenchmarkPingPongUnicast(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ex := &udpUniEP{c: x, to: y.LocalAddr().(*net.UDPAddr)}
-			ey := &udpUniEP{c: y, to: x.LocalAddr().(*net.UDPAddr)}
+			ex := perf.NewUDP(x, y.LocalAddr().(*net.UDPAddr), false)
+			ey := perf.NewUDP(y, x.LocalAddr().(*net.UDPAddr), false)
 			pingpong(b, ex, ex, ey, ey, sz.n)
 		})
 	}
 }
-
-// uniEP sends unicast to one peer; closing it twice is harmless.
-type uniEP struct {
-	c  *rdmanet.Conn
-	to net.Addr
-}
-
-func (e *uniEP) send(b []byte) error { _, err := e.c.WriteTo(b, e.to); return err }
-func (e *uniEP) recv(b []byte) (int, error) {
-	n, _, err := e.c.ReadFromAddr(b)
-	return n, err
-}
-func (e *uniEP) sendBatch([][]byte) error        { panic("not used") }
-func (e *uniEP) recvBatch([][]byte) (int, error) { panic("not used") }
-func (e *uniEP) close()                          { e.c.Close() }
-
-type udpUniEP struct {
-	c  *net.UDPConn
-	to *net.UDPAddr
-}
-
-func (e *udpUniEP) send(b []byte) error             { _, err := e.c.WriteToUDP(b, e.to); return err }
-func (e *udpUniEP) recv(b []byte) (int, error)      { n, _, err := e.c.ReadFromUDP(b); return n, err }
-func (e *udpUniEP) sendBatch([][]byte) error        { panic("not used") }
-func (e *udpUniEP) recvBatch([][]byte) (int, error) { panic("not used") }
-func (e *udpUniEP) close()                          { e.c.Close() }
-
-// swapRx reads from another endpoint's receiver: the UDP endpoints pair a
-// receiver on one group with a sender to the same group.
-type swapRx struct{ self, other *udpEP }
-
-func (s swapRx) send(b []byte) error                  { return s.self.send(b) }
-func (s swapRx) sendBatch(bs [][]byte) error          { return s.self.sendBatch(bs) }
-func (s swapRx) recv(b []byte) (int, error)           { return s.other.recv(b) }
-func (s swapRx) recvBatch(bufs [][]byte) (int, error) { return s.other.recvBatch(bufs) }
-func (s swapRx) close()                               {}
 
 // ---- single-call costs ----
 
@@ -626,46 +398,28 @@ func BenchmarkWriteTo(b *testing.B) {
 	for _, sz := range sizes(b) {
 		for _, kind := range []string{"rdmanet", "rdmanet-member", "udp", "udp-connected"} {
 			b.Run(kind+"/"+sz.name, func(b *testing.B) {
-				var e endpoint
+				var e perf.Endpoint
 				switch kind {
 				case "rdmanet":
 					e = newRDMA(b, nextGroup(), true, 0)
 				case "rdmanet-member":
 					e = newMember(b, nextGroup())
 				default:
-					e = newUDP(b, nextGroup(), kind == "udp-connected")
+					// The receiver is joined, as it always was here,
+					// and never read.
+					tx, rx := newUDP(b, nextGroup(), kind == "udp-connected")
+					defer rx.Close()
+					e = tx
 				}
-				defer e.close()
+				defer e.Close()
 				p := make([]byte, sz.n)
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					if err := e.send(p); err != nil {
+					if err := e.Send(p); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		}
-	}
-}
-
-// The benchmarks' percentiles are nearest-rank ones, as `rdmanet perf`
-// prints (cmd/rdmanet TestPercentile): p99 of 1..1000 is 990, where the
-// index len*99/100 gave 991.
-func TestPercentileNearestRank(t *testing.T) {
-	for _, tc := range []struct {
-		n    int
-		p    float64
-		want time.Duration
-	}{{100, 50, 50}, {100, 99, 99}, {1000, 50, 500}, {1000, 99, 990}, {1000, 99.9, 999}, {1, 99, 1}, {2, 50, 1}, {2, 51, 2}} {
-		s := make([]time.Duration, tc.n)
-		for i := range s {
-			s[i] = time.Duration(i + 1)
-		}
-		if got := percentile(s, tc.p); got != tc.want {
-			t.Errorf("p%v of 1..%d: got %d, want %d", tc.p, tc.n, got, tc.want)
-		}
-	}
-	if got := percentile(nil, 99); got != 0 {
-		t.Errorf("p99 of nothing: got %d, want 0", got)
 	}
 }

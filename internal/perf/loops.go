@@ -180,11 +180,31 @@ var ErrNoMessage = errors.New("perf: no message")
 // marker comes, Limit messages came (0: no limit), nothing came for Quiet
 // after the first (0: no deadline), or (FirstWait > 0) nothing at all
 // came within FirstWait.
+//
+// Its buffers are made on the first Run and kept for the next, so that a
+// benchmark can warm up with one Run and time another without
+// allocating.
 type Receiver struct {
 	Size, Batch int
 	Limit       uint64
 	Quiet       time.Duration
 	FirstWait   time.Duration
+	bufs        [][]byte
+	ns          []int
+}
+
+// buffers returns Batch buffers of Size bytes (at least MarkerSize) and
+// their lengths' slice, made once.
+func (r *Receiver) buffers() ([][]byte, []int) {
+	k, size := max(r.Batch, 1), max(r.Size, MarkerSize)
+	if len(r.bufs) != k || len(r.bufs[0]) < size {
+		r.bufs = make([][]byte, k)
+		for i := range r.bufs {
+			r.bufs[i] = make([]byte, size)
+		}
+		r.ns = make([]int, k)
+	}
+	return r.bufs, r.ns
 }
 
 // Run counts what rx receives into t. It returns nil at a marker, at the
@@ -192,12 +212,8 @@ type Receiver struct {
 // ErrNoMessage when the first wait passed with nothing; else the read's
 // error.
 func (r *Receiver) Run(rx Endpoint, t *RxTally) error {
-	k := max(r.Batch, 1)
-	bufs := make([][]byte, k)
-	for i := range bufs {
-		bufs[i] = make([]byte, max(r.Size, MarkerSize))
-	}
-	ns := make([]int, k)
+	bufs, ns := r.buffers()
+	k := len(bufs)
 	if r.FirstWait > 0 {
 		if err := rx.SetReadDeadline(time.Now().Add(r.FirstWait)); err != nil {
 			return err
