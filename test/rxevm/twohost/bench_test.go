@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/perf"
 	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/go-rdma/rdmanet/test/rxevm/peer"
@@ -230,7 +231,7 @@ func TestBenchTwoHost(t *testing.T) {
 				ratios[i] = v[i] / b[i]
 				rs = append(rs, fmt.Sprintf("%.2fx", ratios[i]))
 			}
-			fmt.Printf("RXEVM-TABLE %s%s | **%.2fx** |\n", row, strings.Join(rs, " "), median(ratios))
+			fmt.Printf("RXEVM-TABLE %s%s | **%.2fx** |\n", row, strings.Join(rs, " "), perf.Median(ratios))
 		}
 		for _, d := range derived {
 			if d.size != size {
@@ -241,7 +242,7 @@ func TestBenchTwoHost(t *testing.T) {
 			for _, x := range v {
 				rs = append(rs, fmt.Sprintf("%.2fx", x))
 			}
-			fmt.Printf("RXEVM-TABLE | %s |%s %s | **%.2fx** |\n", d.name, strings.Repeat(" |", len(v)), strings.Join(rs, " "), median(v))
+			fmt.Printf("RXEVM-TABLE | %s |%s %s | **%.2fx** |\n", d.name, strings.Repeat(" |", len(v)), strings.Join(rs, " "), perf.Median(v))
 		}
 	}
 }
@@ -271,18 +272,6 @@ func where(s *site) string {
 		return "on one host (rxe0 to itself)"
 	}
 	return "across hosts"
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // perftestTimeout bounds one perftest client run (a few seconds here).
@@ -432,7 +421,7 @@ func nextGroups() (*net.UDPAddr, *net.UDPAddr) {
 }
 
 // pingPong: a asks on one group, b's echo answers on a second group or by
-// unicast; the median half round trip in µs.
+// unicast (perf.Pinger); the p50 half round trip in µs (p50us).
 func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration) float64 {
 	t.Helper()
 	g1, g2 := nextGroups()
@@ -451,19 +440,20 @@ func (s *site) pingPong(t *testing.T, size int, unicast bool, spin time.Duration
 		require.NoError(t, c.JoinGroup(nil, g1))
 	}
 	defer c.Close()
-	require.Equal(t, 50, ping(c, g1, 50, size, 2*time.Second).Got, "warm-up answers")
+	e := rdmaEndpoint(t, c, g1)
+	p := perf.NewPinger(e, e, size, benchPingWait)
+	pingTimes(t, p, 50, 50, "warm-up")
 	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
 	var before procThreads
 	if diag {
 		before = threadSnapshot()
 	}
 	start := time.Now()
-	r := ping(c, g1, benchPingIters, size, 2*time.Second)
+	halves := pingTimes(t, p, benchPingIters, benchPingIters*9/10+1, "measured")
 	if diag {
 		diagSince(fmt.Sprintf("pingpong-%d-%v-unicast=%v", size, spin, unicast), before, benchPingIters, time.Since(start))
 	}
-	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
-	return medianHalfRTT(r.RTT)
+	return p50us(halves)
 }
 
 // pingPongSendConns is pingPong's multicast answer with every sender a
@@ -480,10 +470,36 @@ func (s *site) pingPongSendConns(t *testing.T, size int, spin time.Duration) flo
 	defer c.Close()
 	tx := s.listen(t, g1, func(lc *rdmanet.ListenConfig) { lc.SendOnly = true })
 	defer tx.Close()
-	require.Equal(t, 50, pingVia(c, tx, g1, 50, size, 2*time.Second).Got, "warm-up answers")
-	r := pingVia(c, tx, g1, benchPingIters, size, 2*time.Second)
-	require.Greater(t, r.Got, benchPingIters*9/10, "answers")
-	return medianHalfRTT(r.RTT)
+	p := perf.NewPinger(rdmaEndpoint(t, tx, g1), rdmaEndpoint(t, c, nil), size, benchPingWait)
+	pingTimes(t, p, 50, 50, "warm-up")
+	return p50us(pingTimes(t, p, benchPingIters, benchPingIters*9/10+1, "measured"))
+}
+
+// benchPingWait is how long a ping-pong row waits for an answer.
+const benchPingWait = 2 * time.Second
+
+// rdmaEndpoint is perf's endpoint over c, sending to to (nil: none).
+func rdmaEndpoint(t *testing.T, c *rdmanet.Conn, to net.Addr) *perf.RDMA {
+	t.Helper()
+	e, err := perf.NewRDMA(c, to)
+	require.NoError(t, err)
+	return e
+}
+
+// pingTimes runs n round trips with p and returns the half round trips
+// (ns) of those answered, failing the test when fewer than want were.
+func pingTimes(t *testing.T, p *perf.Pinger, n, want int, what string) []int64 {
+	t.Helper()
+	halves := make([]int64, 0, n)
+	for range n {
+		half, ok, err := p.RoundTrip()
+		require.NoError(t, err, "%s round trip %d", what, p.Seq())
+		if ok {
+			halves = append(halves, half.Nanoseconds())
+		}
+	}
+	require.GreaterOrEqual(t, len(halves), want, "%s round trips answered within %v, of %d", what, benchPingWait, n)
+	return halves
 }
 
 // flood: a sends benchBWIters messages flat out (one at a time or in
@@ -624,11 +640,11 @@ func (s *site) perfPingPong(t *testing.T, size int) float64 {
 	return float64(res.P50Ns) / 1e3
 }
 
-// medianHalfRTT is the median of round trips (ns) halved, in µs: the
-// ping-pong rows' figure, as perftest's and sockperf's.
-func medianHalfRTT(rtt []int64) float64 {
-	slices.Sort(rtt)
-	return float64(rtt[len(rtt)/2]) / 2 / 1e3
+// p50us is the median (p50, nearest rank, as `rdmanet perf` reports it)
+// of half round trips in ns, in µs: the ping-pong rows' figure, as
+// perftest's and sockperf's.
+func p50us(halves []int64) float64 {
+	return float64(perf.Percentile(perf.Sorted(halves), 50)) / 1e3
 }
 
 // sockperfPort is the UDP port of the floor rows' sockperf server and
@@ -725,7 +741,7 @@ func (s *site) udpSend(t *testing.T, size int) float64 {
 
 // udpPingPong: the same ping-pong as a Go program writes it without
 // rdmanet: a connected net.UDPConn here, the udpecho role's net.UDPConn
-// on the peer, both in the netpoller; the median half round trip, µs.
+// on the peer, both in the netpoller; the p50 half round trip (p50us), µs.
 func (s *site) udpPingPong(t *testing.T, size int) float64 {
 	t.Helper()
 	ready := s.helperOnPeer(t, "udpecho", "udpecho", "", "-bind", s.peer.String())
@@ -737,33 +753,21 @@ func (s *site) udpPingPong(t *testing.T, size int) float64 {
 	c, err := net.DialUDP("udp4", &net.UDPAddr{IP: s.addr}, &net.UDPAddr{IP: s.peer, Port: port})
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Minute)))
-	b, in := make([]byte, size), make([]byte, 65536)
-	rtt := make([]int64, 0, benchPingIters)
-	for i := 0; i < 50+benchPingIters; i++ {
-		message(b, uint64(i))
-		t0 := time.Now()
-		_, err := c.Write(b)
-		require.NoError(t, err)
-		for {
-			k, err := c.Read(in)
-			require.NoError(t, err, "round trip %d", i)
-			if seq, err := checkMessage(in[:k]); err == nil && k == size && seq == uint64(i) {
-				break
-			}
-		}
-		if i >= 50 { // after the warm-up
-			rtt = append(rtt, int64(time.Since(t0)))
-		}
-	}
-	return medianHalfRTT(rtt)
+	e := perf.NewUDP(c, nil, true)
+	p := perf.NewPinger(e, e, size, benchPingWait)
+	pingTimes(t, p, 50, 50, "warm-up")
+	return p50us(pingTimes(t, p, benchPingIters, benchPingIters, "measured"))
 }
 
 // printHist prints a RXEVM-HIST line: the calls' quantiles and how much of
 // the wall time calls of each size took.
 func printHist(tag string, d []time.Duration, wall time.Duration) {
 	slices.Sort(d)
-	q := func(f float64) time.Duration { return d[min(len(d)-1, int(f*float64(len(d))))] }
+	ns := make([]int64, len(d))
+	for i, x := range d {
+		ns[i] = int64(x)
+	}
+	q := func(f float64) time.Duration { return time.Duration(perf.Percentile(ns, 100*f)) }
 	var sum, over100us, over1ms time.Duration
 	var n100, n1ms int
 	for _, x := range d {

@@ -365,8 +365,7 @@ func helperPing(h *helperFlags) error {
 // pingResult is what ping saw.
 type pingResult struct {
 	Got, Bad int
-	From     string  // the answers' sender IPs
-	RTT      []int64 // round trips, ns
+	From     string // the answers' sender IPs
 }
 
 // ping sends n requests to dst one at a time and waits up to wait for each
@@ -382,7 +381,6 @@ func pingVia(c, tx *rdmanet.Conn, dst net.Addr, n, size int, wait time.Duration)
 	from := map[string]bool{}
 	b := make([]byte, size)
 	in := make([]byte, 4096)
-	r.RTT = make([]int64, 0, n)
 	for i := 0; i < n; i++ {
 		message(b, uint64(i))
 		t0 := time.Now()
@@ -404,7 +402,6 @@ func pingVia(c, tx *rdmanet.Conn, dst net.Addr, n, size int, wait time.Duration)
 			if seq != uint64(i) {
 				continue // a late answer to an earlier request
 			}
-			r.RTT = append(r.RTT, int64(time.Since(t0)))
 			r.Got++
 			from[a.IP().String()] = true
 			break
