@@ -58,8 +58,8 @@ func markerTotal(b []byte) (total uint64, ok bool) {
 // markerGap is how far apart SendMarkers sends its markers.
 const markerGap = 2 * time.Millisecond
 
-// SendMarkers sends five end markers through tx, markerGap apart, each
-// carrying total: a receiver that drops one still sees another.
+// SendMarkers sends five end markers through tx, 2 ms apart, each
+// carrying total: a receiver that misses one still sees another.
 func SendMarkers(tx Endpoint, total uint64) {
 	m := make([]byte, MarkerSize)
 	PutSeq(m, Marker)

@@ -42,8 +42,9 @@ func Echo(rx, tx Endpoint, t *EchoTally) error {
 	}
 }
 
-// Pinger times round trips: it sends a numbered message through Tx and
-// waits on Rx for the answer with the same number.
+// Pinger times round trips: it sends a numbered message through one
+// endpoint and waits on another (or the same) for the answer with the
+// same number.
 type Pinger struct {
 	tx, rx  Endpoint
 	timeout time.Duration
@@ -93,10 +94,10 @@ func (p *Pinger) RoundTrip() (half time.Duration, ok bool, err error) {
 	}
 }
 
-// Flood is a sender's loop: Count messages of Size bytes (0: until
-// Duration has passed or Stop is closed), Batch a call (1: Send, more:
-// SendBatch), paced to Rate messages a second (0: flat out). Message i
-// carries sequence number i.
+// Flood is a sender's loop: messages of Size bytes, Batch a call (1:
+// Send, more: SendBatch), paced to Rate messages a second (0: flat out),
+// until Count were sent (0: no count), Duration has passed (0: no limit)
+// or Stop is closed (nil: never). Message i carries sequence number i.
 type Flood struct {
 	Size, Batch int
 	Count       uint64
@@ -172,7 +173,8 @@ type RxTally struct {
 	Progress atomic.Uint64
 }
 
-// ErrNoMessage is Receive's error when nothing came within its FirstWait.
+// ErrNoMessage is Receiver.Run's error when nothing came within
+// FirstWait.
 var ErrNoMessage = errors.New("perf: no message")
 
 // Receiver is a receiver's loop: it reads Batch datagrams a call (1:

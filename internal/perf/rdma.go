@@ -12,7 +12,7 @@ import (
 // RDMA is an Endpoint over an rdmanet conn: it sends to one group or one
 // peer, and receives what the conn receives.
 type RDMA struct {
-	C *rdmanet.Conn
+	C *rdmanet.Conn // the conn
 	// Lend makes Recv read with ReadLend (no copy: the datagram's length
 	// is returned, b is left alone) instead of ReadFromAddr.
 	Lend bool

@@ -16,7 +16,7 @@ import (
 // otherwise use, with golang.org/x/net/ipv4 for the batch calls
 // (sendmmsg, recvmmsg).
 type UDP struct {
-	C         *net.UDPConn
+	C         *net.UDPConn // the socket
 	p         *ipv4.PacketConn
 	to        *net.UDPAddr
 	connected bool // C is connected to to: Write, not WriteToUDP
