@@ -191,7 +191,8 @@ func (c *perfConfig) throughput(e *env, pn *perfNet, res *perfResult) (err error
 	errs := make([]error, len(rxs))
 	var wg sync.WaitGroup
 	for i, rx := range rxs {
-		wg.Go(func() { errs[i] = recv.Run(rx, &sts[i]) })
+		r := recv // a Receiver (its buffers) per goroutine
+		wg.Go(func() { errs[i] = r.Run(rx, &sts[i]) })
 	}
 	var sent atomic.Uint64
 	stop := c.startProgress(e, func(el time.Duration) string {

@@ -185,7 +185,9 @@ var ErrNoMessage = errors.New("perf: no message")
 //
 // Its buffers are made on the first Run and kept for the next, so that a
 // benchmark can warm up with one Run and time another without
-// allocating.
+// allocating: a Receiver serves one goroutine, and a copy made after its
+// first Run shares its buffers. Give each receiving goroutine a Receiver
+// of its own.
 type Receiver struct {
 	Size, Batch int
 	Limit       uint64

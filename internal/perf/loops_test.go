@@ -317,3 +317,28 @@ func TestSendMarkers(t *testing.T) {
 	_, ok = markerTotal(msg(Marker, 8))
 	assert.False(t, ok, "a marker too short to carry a total")
 }
+
+// Copies of one Receiver made before its first Run keep buffers of their
+// own: run side by side (under -race), each counts its own stream.
+func TestReceiversInParallel(t *testing.T) {
+	cfg := Receiver{Size: 64, Batch: 4, Quiet: time.Second, FirstWait: 5 * time.Second}
+	const n = 200
+	var wg sync.WaitGroup
+	tallies := make([]RxTally, 3)
+	errs := make([]error, len(tallies))
+	for i := range tallies {
+		tx, rx := newPipe()
+		r := cfg
+		wg.Go(func() { errs[i] = r.Run(rx, &tallies[i]) })
+		for s := range uint64(n) {
+			require.NoError(t, tx.Send(msg(s*uint64(i+1), 64)))
+		}
+		require.NoError(t, tx.Send(marker(n)))
+	}
+	wg.Wait()
+	for i := range tallies {
+		require.NoError(t, errs[i])
+		assert.Equal(t, uint64(n), tallies[i].Received, "receiver %d", i)
+		assert.Equal(t, uint64((n-1)*(i+1)+1), tallies[i].MaxSeq1, "receiver %d saw its own stream", i)
+	}
+}
