@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
@@ -29,7 +30,7 @@ func testGroup() *net.UDPAddr {
 
 func softwareHere(t *testing.T) {
 	t.Helper()
-	if os.Getenv("RDMANET_TEST_DEVICE") != "" {
+	if testenv.Device() != "" {
 		t.Skip("software backend on loopback: runs outside the rxe VM, where rxe holds UDP 4791")
 	}
 }
