@@ -258,7 +258,7 @@ type pipeSource struct {
 }
 
 func (p *pipeSource) Poll() (int, error) {
-	p.polls.Add(1)
+	defer p.polls.Add(1) // counted once the read is done
 	var b [64]byte
 	n, err := unix.Read(p.r, b[:])
 	if err == unix.EAGAIN {
@@ -293,13 +293,14 @@ func TestLevelTriggeredPollsOnceBeforeSleeping(t *testing.T) {
 	src := &pipeSource{}
 	src.r, src.w = newPipe(t)
 	w := newLevelWaiter(t, src.r, "pipe", src)
-	go func() {
-		time.Sleep(30 * time.Millisecond)
-		unix.Write(src.w, []byte("abc"))
-	}()
-	n, err := waitWithin(t, w, "level-triggered Wait for a pipe written 30 ms later")
-	require.NoError(t, err)
-	require.Equal(t, 3, n)
+	res := waitAsync(w)
+	// Written once the first poll found the pipe empty: the wait sleeps
+	// (or is about to), and the write wakes it.
+	require.Eventually(t, func() bool { return src.polls.Load() == 1 }, waitBound, 100*time.Microsecond, "the wait never polled")
+	unix.Write(src.w, []byte("abc"))
+	r := resultWithin(t, res, "level-triggered Wait for a pipe written after its first poll")
+	require.NoError(t, r.err)
+	require.Equal(t, 3, r.n)
 	require.Equal(t, int64(2), src.polls.Load(), "one poll before sleeping, one after waking")
 }
 
