@@ -30,6 +30,8 @@
 //	  -seed 1        the sample's seed
 //	  -timeout 3m    per mutant
 //	  -run REGEXP    passed to go test -run
+//	  -skip REGEXP   passed to go test -skip (e.g. to recheck a kill by a
+//	                 timing test without it)
 //	  -short         passed to go test
 //	  -kinds cmp,lit,counter,errret
 //	  -files REGEXP  only the files whose base name matches (e.g. '^(qp|cq)')
@@ -100,6 +102,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "the sample's seed")
 	timeout := flag.Duration("timeout", 3*time.Minute, "per mutant")
 	run := flag.String("run", "", "go test -run")
+	skip := flag.String("skip", "", "go test -skip")
 	short := flag.Bool("short", false, "go test -short")
 	kinds := flag.String("kinds", "cmp,lit,counter,errret", "mutation kinds")
 	netns := flag.Bool("netns", true, "run the tests inside unshare -n with lo up")
@@ -170,7 +173,7 @@ func main() {
 				continue
 			}
 			start := time.Now()
-			o, detail := runMutant(work, pkg, m, *timeout, *run, *short, *netns)
+			o, detail := runMutant(work, pkg, m, *timeout, *run, *skip, *short, *netns)
 			took := time.Since(start).Round(100 * time.Millisecond)
 			switch o {
 			case killed:
@@ -398,7 +401,7 @@ func isErrReturn(s *ast.IfStmt) bool {
 
 // runMutant applies m to the copy in work, runs pkg's tests there and
 // puts the file back.
-func runMutant(work, pkg string, m mutant, timeout time.Duration, run string, short, netns bool) (outcome, string) {
+func runMutant(work, pkg string, m mutant, timeout time.Duration, run, skip string, short, netns bool) (outcome, string) {
 	path := filepath.Join(work, filepath.FromSlash(m.file))
 	orig, err := os.ReadFile(path)
 	check(err)
@@ -418,6 +421,9 @@ func runMutant(work, pkg string, m mutant, timeout time.Duration, run string, sh
 	args := []string{"test", "-count=1", "-failfast", "-timeout", timeout.String()}
 	if run != "" {
 		args = append(args, "-run", run)
+	}
+	if skip != "" {
+		args = append(args, "-skip", skip)
 	}
 	if short {
 		args = append(args, "-short")
