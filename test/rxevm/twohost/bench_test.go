@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -509,9 +510,10 @@ func pingTimes(t *testing.T, p *perf.Pinger, n, want int, what string) []int64 {
 // has SendDepth benchSendDepth; its WriteTo polls the send CQ once a
 // write and sleeps on the send CQ's channel only when its ring is full
 // (its waiter does not spin, whatever Spin is), where polling
-// ib_send_bw's client busy-polls. The loop does per message only what
-// ib_send_bw's does: a post (the payload is filled once, errors are
-// checked without require's per-call cost).
+// ib_send_bw's client busy-polls. The loop (perf.Flood) does per call
+// what ib_send_bw's does, a post, and besides only writes each message's
+// sequence number and the count sent (an error ends it, without
+// require's per-call cost).
 func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast bool) float64 {
 	t.Helper()
 	g, _ := nextGroups()
@@ -531,21 +533,15 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 	// WriteTo to the group as a *net.UDPAddr (the fast path for a stream
 	// to one group), WriteBatch to its Addr; unicast to b's conn.
 	var dst net.Addr = g
-	to, err := c.GroupAddr(g)
-	require.NoError(t, err)
 	kind := "multicast"
 	if unicast {
 		l := ready.Lines("READY")
 		require.NotEmpty(t, l)
-		to, err = rdmanet.ParseAddr(strings.TrimSpace(strings.TrimPrefix(l[0], "READY")))
+		to, err := rdmanet.ParseAddr(strings.TrimSpace(strings.TrimPrefix(l[0], "READY")))
 		require.NoError(t, err, l[0])
 		dst, kind = &to, "unicast"
 	}
-	ms := make([]rdmanet.Message, batch)
-	for i := range ms {
-		ms[i] = rdmanet.Message{Buffer: make([]byte, size), Addr: to}
-		message(ms[i].Buffer, uint64(i))
-	}
+	var tx perf.Endpoint = rdmaEndpoint(t, c, dst)
 	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
 	var before procThreads
 	var tr *bytes.Buffer
@@ -561,22 +557,13 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 	var hist []time.Duration
 	if os.Getenv("RDMANET_TEST_BENCH_DIAG") == "hist" {
 		hist = make([]time.Duration, 0, benchBWIters)
+		tx = timedSends{tx, &hist}
 	}
+	// perf.Flood: per call a post and the sequence numbers, no more.
+	f := perf.Flood{Size: size, Batch: batch, Count: benchBWIters}
+	var sent atomic.Uint64
 	start := time.Now()
-	for seq := 0; seq < benchBWIters && err == nil; seq += batch {
-		var t0 time.Time
-		if hist != nil {
-			t0 = time.Now()
-		}
-		if batch == 1 {
-			_, err = c.WriteTo(ms[0].Buffer, dst)
-		} else {
-			_, err = c.WriteBatch(ms)
-		}
-		if hist != nil {
-			hist = append(hist, time.Since(t0))
-		}
-	}
+	_, _, err := f.Run(tx, &sent)
 	if hist != nil {
 		printHist(fmt.Sprintf("flood-%d-%d-%v-%s", size, batch, spin, kind), hist, time.Since(start))
 	}
@@ -614,6 +601,27 @@ func (s *site) flood(t *testing.T, size, batch int, spin time.Duration, unicast 
 		}
 	}
 	return v
+}
+
+// timedSends is an endpoint whose send calls each append how long they
+// took to *hist.
+type timedSends struct {
+	perf.Endpoint
+	hist *[]time.Duration
+}
+
+func (e timedSends) Send(b []byte) error {
+	t0 := time.Now()
+	err := e.Endpoint.Send(b)
+	*e.hist = append(*e.hist, time.Since(t0))
+	return err
+}
+
+func (e timedSends) SendBatch(bs [][]byte) error {
+	t0 := time.Now()
+	err := e.Endpoint.SendBatch(bs)
+	*e.hist = append(*e.hist, time.Since(t0))
+	return err
 }
 
 // perfPingPong: the same multicast ping-pong measured by the project's
