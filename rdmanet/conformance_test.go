@@ -152,6 +152,20 @@ func closedErr(t *testing.T, err error, what string) {
 	require.ErrorAs(t, err, &op, what)
 }
 
+// closedErrs waits (5 s at most) for n calls that end at Close to send
+// their errors on errc, and checks each with closedErr.
+func closedErrs(t *testing.T, errc <-chan error, n int, what string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case err := <-errc:
+			closedErr(t, err, what)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: %d of %d calls did not end at Close", what, n-i, n)
+		}
+	}
+}
+
 // atOnce is how long "at once" may take on a loaded 2-core machine or in
 // the emulated VM.
 const atOnce = time.Second
@@ -486,14 +500,7 @@ var conformanceCases = []conformanceCase{
 		require.NotZero(t, timeouts.Load(), "no blocked write ever timed out")
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, p.tx.Close())
-		for i := 0; i < writers; i++ {
-			select {
-			case err := <-errc:
-				closedErr(t, err, "blocked WriteTo at Close")
-			case <-time.After(5 * time.Second):
-				t.Fatal("a blocked writer did not end at Close")
-			}
-		}
+		closedErrs(t, errc, writers, "blocked WriteTo at Close")
 	}},
 	{"Close during a blocked read", func(t *testing.T, s subject) {
 		p := s.open(t)
@@ -513,12 +520,7 @@ var conformanceCases = []conformanceCase{
 		}()
 		time.Sleep(50 * time.Millisecond)
 		require.NoError(t, p.tx.Close())
-		select {
-		case err := <-errc:
-			closedErr(t, err, "WriteTo blocked at Close")
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close did not unblock WriteTo")
-		}
+		closedErrs(t, errc, 1, "WriteTo blocked at Close")
 	}},
 	{"Close during writes", func(t *testing.T, s subject) {
 		p := s.open(t)
@@ -536,14 +538,7 @@ var conformanceCases = []conformanceCase{
 		}
 		time.Sleep(30 * time.Millisecond)
 		require.NoError(t, p.tx.Close())
-		for i := 0; i < writers; i++ {
-			select {
-			case err := <-errc:
-				closedErr(t, err, "WriteTo at Close")
-			case <-time.After(5 * time.Second):
-				t.Fatal("a writer did not end at Close")
-			}
-		}
+		closedErrs(t, errc, writers, "WriteTo at Close")
 	}},
 	{"Close twice", func(t *testing.T, s subject) {
 		p := s.open(t)

@@ -15,17 +15,7 @@ const BackendCountingRecvs = "test-counting-recvs"
 
 func init() {
 	verbs.Register(testProvider{name: BackendCountingRecvs, base: verbs.Software,
-		wrap: func(id verbs.ID) verbs.ID { return countingID{id} }})
-}
-
-type countingID struct{ verbs.ID }
-
-func (c countingID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
-	qp, err := c.ID.CreateQP(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &countingQP{QP: qp}, nil
+		wrap: wrapQPs(func(qp verbs.QP) verbs.QP { return &countingQP{QP: qp} })})
 }
 
 type countingQP struct {

@@ -11,17 +11,7 @@ const BackendFailedCompletions = "test-failed-completions"
 
 func init() {
 	verbs.Register(testProvider{name: BackendFailedCompletions, base: verbs.Software,
-		wrap: func(id verbs.ID) verbs.ID { return failingID{id} }})
-}
-
-type failingID struct{ verbs.ID }
-
-func (f failingID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
-	qp, err := f.ID.CreateQP(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return failingQP{qp}, nil
+		wrap: wrapQPs(func(qp verbs.QP) verbs.QP { return failingQP{qp} })})
 }
 
 type failingQP struct{ verbs.QP }

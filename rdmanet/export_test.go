@@ -59,6 +59,24 @@ func (p testProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
 	return p.wrap(id), nil
 }
 
+// wrapQPs is a testProvider wrap for IDs whose QPs wrap wraps.
+func wrapQPs(wrap func(verbs.QP) verbs.QP) func(verbs.ID) verbs.ID {
+	return func(id verbs.ID) verbs.ID { return qpWrapID{id, wrap} }
+}
+
+type qpWrapID struct {
+	verbs.ID
+	wrap func(verbs.QP) verbs.QP
+}
+
+func (id qpWrapID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
+	qp, err := id.ID.CreateQP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return id.wrap(qp), nil
+}
+
 // hookCQ is a CQ whose completions, polled or waited for, pass through
 // after before the conn sees them.
 type hookCQ struct {

@@ -358,10 +358,7 @@ func TestRXELinkFlap(t *testing.T) {
 // the sender and a multicast "mpong ..." to the group, and stops at
 // "end".
 func flapChild() int {
-	addr := os.Getenv("RDMANET_SOFT_CHILD_ADDR")
-	g := &net.UDPAddr{IP: net.ParseIP(os.Getenv("RDMANET_SOFT_CHILD_GROUP"))}
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, LocalAddr: net.ParseIP(addr), DisableLoopback: true}
-	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	c, g, err := childListen()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen:", err)
 		return 1

@@ -22,11 +22,7 @@ func TestReadLendKeepsPayloadUntilRelease(t *testing.T) {
 	// Hold ten lent datagrams while fifty more arrive and are read.
 	var held []rdmanet.Datagram
 	for i := 0; i < 60; i++ {
-		_, err := tx.WriteTo([]byte(fmt.Sprint("msg ", i)), g)
-		require.NoError(t, err)
-		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-		d, err := rx.ReadLend()
-		require.NoError(t, err)
+		d := lendOne(t, rx, tx, g, fmt.Sprint("msg ", i))
 		require.Equal(t, fmt.Sprint("msg ", i), string(d.Payload))
 		require.Equal(t, *tx.LocalAddr().(*rdmanet.Addr), d.From)
 		if i < 10 {
@@ -64,11 +60,7 @@ func TestReadLendReleaseFromAnotherGoroutine(t *testing.T) {
 	tx := listen(t, g)
 	lent := make([]rdmanet.Datagram, 0, depth)
 	for i := 0; i < depth; i++ {
-		_, err := tx.WriteTo([]byte("fill"), g)
-		require.NoError(t, err)
-		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-		d, err := rx.ReadLend()
-		require.NoError(t, err)
+		d := lendOne(t, rx, tx, g, "fill")
 		lent = append(lent, d)
 	}
 	require.NoError(t, rx.SetReadDeadline(time.Time{}))
@@ -127,14 +119,10 @@ func TestReadLendAfterClose(t *testing.T) {
 	t.Parallel()
 	g := newGroup()
 	rx := listen(t, g)
-	_, err := rx.WriteTo([]byte("x"), g)
-	require.NoError(t, err)
-	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-	d, err := rx.ReadLend()
-	require.NoError(t, err)
+	d := lendOne(t, rx, rx, g, "x")
 	require.NoError(t, rx.Close())
 	d.Release() // after Close: nothing to give back, no panic
-	_, err = rx.ReadLend()
+	_, err := rx.ReadLend()
 	require.ErrorIs(t, err, net.ErrClosed)
 }
 
@@ -179,11 +167,7 @@ func TestReadLendReleaseCopiesPostsOnce(t *testing.T) {
 	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
 	tx := listen(t, g)
 	for round := 0; round < 6; round++ {
-		_, err := tx.WriteTo([]byte("copied"), g)
-		require.NoError(t, err)
-		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-		d, err := rx.ReadLend()
-		require.NoError(t, err)
+		d := lendOne(t, rx, tx, g, "copied")
 		d2 := d
 		d.Release()
 		d2.Release() // a copy: must not post the buffer again
@@ -204,11 +188,7 @@ func TestReadLendConcurrentReleaseOfCopies(t *testing.T) {
 	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
 	tx := listen(t, g)
 	for round := 0; round < 4; round++ {
-		_, err := tx.WriteTo([]byte("shared"), g)
-		require.NoError(t, err)
-		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-		d, err := rx.ReadLend()
-		require.NoError(t, err)
+		d := lendOne(t, rx, tx, g, "shared")
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := 0; i < 8; i++ {
@@ -231,16 +211,12 @@ func TestReadLendReleaseCopyAfterClose(t *testing.T) {
 	t.Parallel()
 	g := newGroup()
 	rx := listen(t, g)
-	_, err := rx.WriteTo([]byte("x"), g)
-	require.NoError(t, err)
-	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-	d, err := rx.ReadLend()
-	require.NoError(t, err)
+	d := lendOne(t, rx, rx, g, "x")
 	d2 := d
 	require.NoError(t, rx.Close())
 	d.Release()
 	d2.Release()
-	_, err = rx.ReadLend()
+	_, err := rx.ReadLend()
 	require.ErrorIs(t, err, net.ErrClosed)
 }
 
@@ -253,11 +229,7 @@ func TestReadLendReleaseRacesClose(t *testing.T) {
 	tx := listen(t, g)
 	var lent []rdmanet.Datagram
 	for i := 0; i < 16; i++ {
-		_, err := tx.WriteTo([]byte("racing"), g)
-		require.NoError(t, err)
-		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-		d, err := rx.ReadLend()
-		require.NoError(t, err)
+		d := lendOne(t, rx, tx, g, "racing")
 		lent = append(lent, d, d)
 	}
 	var wg sync.WaitGroup
@@ -275,4 +247,16 @@ func TestReadLendReleaseRacesClose(t *testing.T) {
 	wg.Wait()
 	_, err := rx.ReadLend()
 	require.ErrorIs(t, err, net.ErrClosed)
+}
+
+// lendOne writes payload from tx to g and lends it back from rx (5 s at
+// most).
+func lendOne(t *testing.T, rx, tx *rdmanet.Conn, g *net.UDPAddr, payload string) rdmanet.Datagram {
+	t.Helper()
+	_, err := tx.WriteTo([]byte(payload), g)
+	require.NoError(t, err)
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	d, err := rx.ReadLend()
+	require.NoError(t, err)
+	return d
 }

@@ -218,14 +218,22 @@ func TestSoftwareBackendAndRXE(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "child stderr:\n%s", stderr.String())
 }
 
+// childListen opens the software-backend conn of a child process
+// (softChild, flapChild) on RDMANET_SOFT_CHILD_ADDR, joined to
+// RDMANET_SOFT_CHILD_GROUP, which it returns too.
+func childListen() (*rdmanet.Conn, *net.UDPAddr, error) {
+	addr := os.Getenv("RDMANET_SOFT_CHILD_ADDR")
+	g := &net.UDPAddr{IP: net.ParseIP(os.Getenv("RDMANET_SOFT_CHILD_GROUP"))}
+	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, LocalAddr: net.ParseIP(addr), DisableLoopback: true}
+	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	return c, g, err
+}
+
 // softChild is the software-backend side of TestSoftwareBackendAndRXE,
 // run in the second namespace by the test binary itself.
 func softChild() int {
-	addr := os.Getenv("RDMANET_SOFT_CHILD_ADDR")
-	g := &net.UDPAddr{IP: net.ParseIP(os.Getenv("RDMANET_SOFT_CHILD_GROUP"))}
 	n, _ := strconv.Atoi(os.Getenv("RDMANET_SOFT_CHILD_N"))
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, LocalAddr: net.ParseIP(addr), DisableLoopback: true}
-	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
+	c, g, err := childListen()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen:", err)
 		return 1
