@@ -16,23 +16,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 const group = "239.1.2.3"
 
-// env returns the variable's value. When RDMANET_TEST_DEVICE is unset (not
-// in the VM) the test is skipped; when it is set, every variable the VM
+// env returns the variable's value. When testenv.Device is unset (not in
+// the VM) the test is skipped; when it is set, every variable the VM
 // exports must be too.
 func env(t *testing.T, name string) string {
 	t.Helper()
-	if os.Getenv("RDMANET_TEST_DEVICE") == "" {
+	if testenv.Device() == "" {
 		t.Skip("no RDMA device: run `make test-rxe`")
 	}
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("RDMANET_TEST_DEVICE is set but %s is not", name)
-	}
-	return v
+	return testenv.Need(t, name)
 }
 
 // TestDeliberateFailure lets the harness prove that a failing test makes
@@ -45,11 +43,11 @@ func TestDeliberateFailure(t *testing.T) {
 }
 
 func TestDeviceActiveWithGID(t *testing.T) {
-	checkDevice(t, env(t, "RDMANET_TEST_DEVICE"), env(t, "RDMANET_TEST_ADDR"))
+	checkDevice(t, env(t, testenv.EnvDevice), env(t, testenv.EnvAddr))
 }
 
 func TestNamespacePeerDeviceActiveWithGID(t *testing.T) {
-	checkDevice(t, env(t, "RDMANET_TEST_RXE_NS_PEER_DEVICE"), env(t, "RDMANET_TEST_RXE_NS_PEER_ADDR"))
+	checkDevice(t, env(t, testenv.EnvNSPeerDevice), env(t, testenv.EnvNSPeerAddr))
 }
 
 // checkDevice asserts that dev exists, port 1 is ACTIVE and one of its GIDs
@@ -90,7 +88,7 @@ func checkDevice(t *testing.T, dev, addr string) {
 // TestMckey runs rdma-core's mckey receiver and sender on the device's
 // address: the kernel verbs, rdma_cm multicast join and rxe's loopback work.
 func TestMckey(t *testing.T) {
-	addr := env(t, "RDMANET_TEST_ADDR")
+	addr := env(t, testenv.EnvAddr)
 	mckey, err := exec.LookPath("mckey")
 	if err != nil {
 		t.Fatalf("mckey (rdmacm-utils) not found: %v", err)
@@ -158,9 +156,9 @@ func waitIGMP(ctx context.Context, group string, exited chan error) error {
 // program can bind UDP 4791 (rxe's socket lives in the initial namespace
 // only), and reaches the rxe peer's address over the veth pair.
 func TestNamespaceUDP(t *testing.T) {
-	ns := env(t, "RDMANET_TEST_NS2")
-	nsAddr := env(t, "RDMANET_TEST_NS2_ADDR")
-	peerAddr := env(t, "RDMANET_TEST_RXE_NS_PEER_ADDR")
+	ns := env(t, testenv.EnvNS2)
+	nsAddr := env(t, testenv.EnvNS2Addr)
+	peerAddr := env(t, testenv.EnvNSPeerAddr)
 
 	peer, err := net.ListenPacket("udp4", net.JoinHostPort(peerAddr, "0"))
 	if err != nil {
