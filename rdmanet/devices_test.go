@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/ipoib"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -75,10 +76,10 @@ func TestBackends(t *testing.T) {
 		}
 		return
 	}
-	require.NoError(t, rc.Unavailable, "RDMANET_TEST_DEVICE=%s but rdma-core is unavailable", testDevice)
+	require.NoError(t, rc.Unavailable, "%s=%s but rdma-core is unavailable", testenv.EnvDevice, testDevice)
 	require.NoError(t, rc.DevicesErr)
 	d := findDevice(rc.Devices, testDevice)
-	require.NotNil(t, d, "RDMANET_TEST_DEVICE=%s not among %+v", testDevice, rc.Devices)
+	require.NotNil(t, d, "%s=%s not among %+v", testenv.EnvDevice, testDevice, rc.Devices)
 	assert.Equal(t, rdmanet.BackendRDMACore, d.Backend)
 	assert.Positive(t, d.MaxMcastGroups)
 	require.NotEmpty(t, d.Ports)
