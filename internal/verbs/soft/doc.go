@@ -120,8 +120,7 @@
 // receives posted keeps GRO on, and a run dropped then counts once. A
 // kernel without UDP_GRO (before 5.0) refuses it and the QP goes
 // without. Because of that count a QP has GRO only when it asks
-// (QPConfig.GRO, rdmanet's ListenConfig.SoftwareGRO); RDMANET_SOFT_GRO=0
-// keeps it off even then. The self filter sees a run's
+// (QPConfig.GRO, rdmanet's ListenConfig.SoftwareGRO). The self filter sees a run's
 // first datagram, whose sender is every datagram's, and drops the whole
 // run; an nftables rule (or any netfilter hook) also sees the run as one
 // skb and drops or passes it whole, with or without GRO. The header's destination comes from IP_ORIGDSTADDR, except

@@ -183,7 +183,7 @@ type groState struct {
 	// runs, so its reads get overflows; active, it has UDP_GRO now; want,
 	// runs arrive at it; quiet, reads with GRO since the last coalesced
 	// one. seen: the read in progress showed a later segment of a run.
-	// off: RDMANET_SOFT_GRO=0 or the kernel refused it.
+	// off: the QP did not ask for it (or groOff), or the kernel refused it.
 	on, active, want [2]bool
 	quiet            [2]int
 	seen             bool
@@ -201,9 +201,9 @@ type groState struct {
 	coalesced, segs uint64 // coalesced reads, and the datagrams they held (tests)
 }
 
-// groOff is the kill switch: RDMANET_SOFT_GRO=0 keeps UDP_GRO off even
-// where a QP asks for it (QPConfig.GRO).
-var groOff = os.Getenv("RDMANET_SOFT_GRO") == "0"
+// groOff, set by a test, keeps UDP_GRO off even where a QP asks for it
+// (QPConfig.GRO); it is false otherwise.
+var groOff bool
 
 // When UDP_GRO is on. A read of a socket with it costs a little more
 // than one without (an overflow iovec, room for its control message, no
@@ -221,7 +221,7 @@ var groOff = os.Getenv("RDMANET_SOFT_GRO") == "0"
 // on: a run dropped then counts once.) Once off, reads keep their
 // overflows until the socket was read dry, since runs queued before may
 // still be there. A kernel that refuses UDP_GRO (before 5.0) leaves the QP
-// without, as does the kill switch.
+// without.
 const groQuietReads = 256
 
 // setGRO turns UDP_GRO on socket s on or off, if it is not already; c.mu

@@ -14,7 +14,7 @@ import (
 // setGRO turns the socket's UDP_GRO on and off, as getsockopt shows.
 func TestSetGROReachesTheSocket(t *testing.T) {
 	if groOff {
-		t.Skip("RDMANET_SOFT_GRO=0")
+		t.Skip("groOff: GRO kept off")
 	}
 	q := internalQP(t, verbs.QPConfig{GRO: true})
 	c := &q.rcq
