@@ -1,34 +1,34 @@
 package ipoib
 
-import "github.com/go-rdma/rdmanet/internal/infiniband"
+import "github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 
 // Port is one port of an RDMA device: its state, physical state, link
 // layer, active MTU (derived, see MTUFrom), GID table, non-zero P_Keys
 // and the netdevs on it.
-type Port = infiniband.Port
+type Port = sysfs.Port
 
 // Device is an RDMA device as sysfs shows it: name, node type, node GUID,
 // whether its transport can do UD multicast (Multicast), and its ports.
-type Device = infiniband.Device
+type Device = sysfs.Device
 
 // Netdev is a network interface and the RDMA port under it, if any: name,
 // index, kind, MTU, operational state, the device and port under it and,
 // for IPoIB, the link and broadcast addresses, P_Key, parent and mode.
-type Netdev = infiniband.Netdev
+type Netdev = sysfs.Netdev
 
 // System is what Discover found: the RDMA devices and the network
 // interfaces, sorted by name. Its methods Device, Netdev and Port look
 // them up by name; InterfaceFor and PortForIP answer "which device, port
 // and GID index do I use for ib0 / for 192.168.10.5".
-type System = infiniband.System
+type System = sysfs.System
 
 // Binding is where traffic for an interface or IP address goes in RDMA
 // terms: a device, a port and the GID table entry to send from.
-type Binding = infiniband.Binding
+type Binding = sysfs.Binding
 
 // ErrNoRDMA is returned (wrapped) when an interface or address has no RDMA
 // port under it.
-var ErrNoRDMA = infiniband.ErrNoRDMA
+var ErrNoRDMA = sysfs.ErrNoRDMA
 
 // Discover reads the RDMA devices and network interfaces from the sysfs
 // under root ("/" for the running system; a directory holding a fake
@@ -40,7 +40,7 @@ func Discover(root string) (*System, error) {
 	if err := needsLinux(root); err != nil {
 		return nil, err
 	}
-	return infiniband.Discover(root)
+	return sysfs.Discover(root)
 }
 
 // LookupGID finds gid in the GID table of a device's port under root,
@@ -56,7 +56,7 @@ func LookupGID(root, device string, port int, gid GID) (e GIDEntry, ok bool, err
 	if err := needsLinux(root); err != nil {
 		return GIDEntry{}, false, err
 	}
-	return infiniband.LookupGID(root, device, port, gid)
+	return sysfs.LookupGID(root, device, port, gid)
 }
 
 // LookupNetdev reads one network interface from the sysfs under root,
@@ -67,5 +67,5 @@ func LookupNetdev(root, name string) (Netdev, error) {
 	if err := needsLinux(root); err != nil {
 		return Netdev{}, err
 	}
-	return infiniband.LookupNetdev(root, name)
+	return sysfs.LookupNetdev(root, name)
 }

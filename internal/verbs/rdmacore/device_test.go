@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -179,7 +180,7 @@ func TestDeviceDevices(t *testing.T) {
 	t.Logf("%s: %+v", d.name, *dev)
 
 	// The sysfs side is internal/infiniband's: the same GID table, netdev and MTU.
-	sys, err := infiniband.Discover("/")
+	sys, err := sysfs.Discover("/")
 	require.NoError(t, err)
 	sp := sys.Port(d.name, 1)
 	require.NotNil(t, sp)
@@ -208,10 +209,10 @@ func TestDeviceBind(t *testing.T) {
 		assert.Equal(t, infiniband.GIDTypeRoCEv2, b.GIDType)
 	}
 	assert.Contains(t, []int{256, 512, 1024, 2048, 4096}, b.MTU)
-	if sys, err := infiniband.Discover("/"); assert.NoError(t, err) {
+	if sys, err := sysfs.Discover("/"); assert.NoError(t, err) {
 		want, err := sys.PortForIP(netip.MustParseAddr(d.addr.String()))
 		require.NoError(t, err)
-		assert.Equal(t, infiniband.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: b.GID,
+		assert.Equal(t, sysfs.Binding{Device: b.Device, Port: b.Port, GIDIndex: b.GIDIndex, GID: b.GID,
 			GIDType: b.GIDType, Netdev: b.Netdev}, want, "Bind vs infiniband.PortForIP")
 	}
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -79,7 +80,7 @@ func deviceNames() ([]string, error) {
 
 // Devices opens every device libibverbs lists and queries it and its
 // ports; the GID tables, netdevs and RoCE path MTUs come from sysfs
-// through infiniband.Discover.
+// through sysfs.Discover.
 func (provider) Devices() ([]verbs.DeviceAttr, error) {
 	if err := load(); err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ func (provider) Devices() ([]verbs.DeviceAttr, error) {
 // queryDevice queries a device and its ports (ibv_query_device,
 // ibv_query_port: max_mcast_grp and the IB active MTU are not in sysfs)
 // and adds what sysfs shows (sys may be nil).
-func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *infiniband.System) (verbs.DeviceAttr, error) {
+func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *sysfs.System) (verbs.DeviceAttr, error) {
 	var da C.struct_rn_ibv_device_attr
 	if e := C.rn_query_device(ctx, &da); e != 0 {
 		return verbs.DeviceAttr{}, fmt.Errorf("ibv_query_device %s: %w", name, unix.Errno(e))
@@ -127,7 +128,7 @@ func queryDevice(ctx *C.struct_rn_ibv_context, name string, sys *infiniband.Syst
 		MaxQPMcastAttach: int(da.max_mcast_qp_attach),
 		MaxQPWR:          int(da.max_qp_wr),
 	}
-	var sd *infiniband.Device
+	var sd *sysfs.Device
 	if sys != nil {
 		sd = sys.Device(name)
 	}

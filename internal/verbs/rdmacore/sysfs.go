@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -14,13 +15,13 @@ import (
 // running system); tests point it at a fake tree.
 var sysfsRoot = "/"
 
-// discover is infiniband.Discover; tests replace it to give IPoIB interfaces
+// discover is sysfs.Discover; tests replace it to give IPoIB interfaces
 // addresses.
-var discover = infiniband.Discover
+var discover = sysfs.Discover
 
 // gidTable is a port's GID table as sysfs shows it (a copy: the caller
 // owns the result).
-func gidTable(p *infiniband.Port) []infiniband.GIDEntry {
+func gidTable(p *sysfs.Port) []infiniband.GIDEntry {
 	if p == nil || len(p.GIDs) == 0 {
 		return nil
 	}
@@ -30,7 +31,7 @@ func gidTable(p *infiniband.Port) []infiniband.GIDEntry {
 // portNetdev is the netdev under a port: the one its first GID entry
 // names, else the first the port lists (IPoIB interfaces, whose GID
 // entries name none).
-func portNetdev(p *infiniband.Port) string {
+func portNetdev(p *sysfs.Port) string {
 	if p == nil {
 		return ""
 	}
@@ -64,7 +65,7 @@ func refineMTU(ll infiniband.LinkLayer, active, fromSysfs int) int {
 // ibv_query_port gave: the GID table with types and netdevs, the netdev
 // and, on Ethernet, the path MTU. p may be nil (no sysfs, as in some
 // containers): pa is returned as is.
-func refinePort(pa verbs.PortAttr, p *infiniband.Port) verbs.PortAttr {
+func refinePort(pa verbs.PortAttr, p *sysfs.Port) verbs.PortAttr {
 	if p == nil {
 		return pa
 	}
@@ -76,11 +77,11 @@ func refinePort(pa verbs.PortAttr, p *infiniband.Port) verbs.PortAttr {
 
 // bindingDetails fills the sysfs side of a binding whose device, port,
 // GID, IP, link layer and ibv_query_port MTU are known: the GID's table
-// index, type and netdev (infiniband.LookupGID, which stops at the entry), the
+// index, type and netdev (sysfs.LookupGID, which stops at the entry), the
 // netdev of an InfiniBand binding (the IPoIB interface with the address,
-// through infiniband.Discover), and the RoCE path MTU of the netdev.
+// through sysfs.Discover), and the RoCE path MTU of the netdev.
 func bindingDetails(b *verbs.Binding) {
-	e, ok, _ := infiniband.LookupGID(sysfsRoot, b.Device, b.Port, b.GID)
+	e, ok, _ := sysfs.LookupGID(sysfsRoot, b.Device, b.Port, b.GID)
 	switch {
 	case ok:
 		b.GIDIndex, b.GIDType, b.Netdev = e.Index, e.Type, e.Netdev
@@ -97,7 +98,7 @@ func bindingDetails(b *verbs.Binding) {
 		}
 	}
 	if b.LinkLayer == infiniband.LinkLayerEthernet && b.Netdev != "" {
-		if n, err := infiniband.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
+		if n, err := sysfs.LookupNetdev(sysfsRoot, b.Netdev); err == nil {
 			b.MTU = refineMTU(b.LinkLayer, b.MTU, infiniband.RoCEMTU(n.MTU))
 		}
 	}

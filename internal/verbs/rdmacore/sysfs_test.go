@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -22,8 +23,8 @@ const fabricRoot = "../../../ipoib/testdata/fabric"
 func useFabric(t *testing.T) {
 	old, oldDiscover := sysfsRoot, discover
 	sysfsRoot = fabricRoot
-	discover = func(root string) (*infiniband.System, error) {
-		s, err := infiniband.Discover(root)
+	discover = func(root string) (*sysfs.System, error) {
+		s, err := sysfs.Discover(root)
 		if s != nil {
 			s.InterfaceAddrs = func(netdev string) ([]netip.Addr, error) {
 				if netdev == "ib0" {
@@ -80,7 +81,7 @@ func TestBindingDetailsFromSysfs(t *testing.T) {
 }
 
 func TestRefinePort(t *testing.T) {
-	sys, err := infiniband.Discover(fabricRoot)
+	sys, err := sysfs.Discover(fabricRoot)
 	require.NoError(t, err)
 	pa := refinePort(verbs.PortAttr{Port: 1, LinkLayer: infiniband.LinkLayerEthernet, ActiveMTU: 4096}, sys.Port("rxe0", 1))
 	assert.Equal(t, "veth0", pa.Netdev)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -94,7 +95,7 @@ func lookupNetdev(root string, ifi *net.Interface) netdevInfo {
 		if n, err := netlinkNetdev(ifi.Index); err == nil {
 			return n
 		}
-	} else if n, err := infiniband.LookupNetdev(root, ifi.Name); err == nil {
+	} else if n, err := sysfs.LookupNetdev(root, ifi.Name); err == nil {
 		return netdevInfo{kind: n.Kind, mtu: n.MTU, operState: n.OperState}
 	}
 	k := infiniband.NetdevEthernet

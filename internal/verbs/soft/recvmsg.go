@@ -11,8 +11,8 @@ import (
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-// Reads: the recvmmsg scratch and pointing its slots at the posted
-// buffers, whole (in place) or scattered.
+// Reading datagrams into the posted receives: the recvmmsg scratch, its
+// slots pointed at the buffers, whole (in place) or scattered.
 
 const (
 	ctrlSize = 128 // IP_ORIGDSTADDR, IP_TTL, IP_TOS, SO_RXQ_OVFL, UDP_GRO: 32+24+24+24+24

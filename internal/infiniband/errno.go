@@ -1,9 +1,0 @@
-//go:build !plan9
-
-package infiniband
-
-import "syscall"
-
-// errNoDevice is what reading an attribute of a device that went away
-// returns.
-var errNoDevice error = syscall.ENODEV
