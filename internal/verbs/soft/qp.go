@@ -17,7 +17,7 @@ import (
 const (
 	maxInline    = 4096
 	recvBatch    = 64                     // datagrams per recvmmsg
-	sendScratch  = 64                     // datagrams prepared at once (a GSO run's most: maxGSOSegs)
+	sendScratch  = 64                     // datagrams prepared at once (a GSO run's most: roce.MaxGSOSegs)
 	sockBufBytes = verbs.SoftSocketBuffer // SO_RCVBUF/SO_SNDBUF asked for (capped by rmem_max)
 )
 
