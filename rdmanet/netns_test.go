@@ -27,9 +27,14 @@ func setLoMTU(t *testing.T, mtu string) {
 	require.NoError(t, err, "ip link set lo mtu %s: %s", mtu, out)
 }
 
-func softListen(t *testing.T, g *net.UDPAddr) *rdmanet.Conn {
+// softListen opens a software-backend conn on g (nil: none), closed when
+// t ends; mod changes its config first.
+func softListen(t *testing.T, g *net.UDPAddr, mod ...func(*rdmanet.ListenConfig)) *rdmanet.Conn {
 	t.Helper()
 	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
+	for _, m := range mod {
+		m(&lc)
+	}
 	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
@@ -186,10 +191,7 @@ func TestSoftwareGroupLimitIsNamed(t *testing.T) {
 	}
 	assert.Len(t, c.Groups(), 5)
 
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: true}
-	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, nil)
-	require.NoError(t, err)
-	defer tx.Close()
+	tx := softListen(t, nil, sendOnly)
 	for i := range 8 { // send-only: no IP membership
 		require.NoError(t, tx.JoinGroup(nil, &net.UDPAddr{IP: net.IPv4(239, 88, 1, byte(i))}), "send-only group %d", i)
 	}
@@ -270,3 +272,6 @@ func TestErrorCompletionReturnedByTheNextWrite(t *testing.T) {
 	_, err = c.WriteTo([]byte("after"), g)
 	require.NoError(t, err, "returned once; the next write's own completion fails later")
 }
+
+// sendOnly is a softListen or listen mod: a send-only conn.
+func sendOnly(lc *rdmanet.ListenConfig) { lc.SendOnly = true }

@@ -3,7 +3,6 @@
 package rdmanet_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -23,10 +22,7 @@ func TestSoftQPErrorRecoveredInPlace(t *testing.T) {
 	softOnly(t)
 	g := newGroup()
 	rx := softListen(t, g)
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: true}
-	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
-	require.NoError(t, err)
-	defer tx.Close()
+	tx := softListen(t, g, sendOnly)
 	self := rx.LocalAddr().String()
 
 	type read struct {
@@ -52,7 +48,7 @@ func TestSoftQPErrorRecoveredInPlace(t *testing.T) {
 	default:
 	}
 
-	_, err = tx.WriteTo([]byte("after the reset"), g)
+	_, err := tx.WriteTo([]byte("after the reset"), g)
 	require.NoError(t, err)
 	select {
 	case r := <-got:
@@ -87,10 +83,7 @@ func TestSoftStatsDeviceCountsRcvbufErrors(t *testing.T) {
 	}
 	g := newGroup()
 	rx := softListen(t, g)
-	lc := rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware, SendOnly: true}
-	tx, err := lc.ListenMulticast(context.Background(), "rdma", nil, g)
-	require.NoError(t, err)
-	defer tx.Close()
+	tx := softListen(t, g, sendOnly)
 	st := rx.Stats()
 	require.NotNil(t, st.Device, "no device counters on the software backend")
 	assert.Zero(t, st.Device["UdpRcvbufErrors"])
