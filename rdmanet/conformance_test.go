@@ -212,6 +212,23 @@ func blockedRead(c net.PacketConn) <-chan readResult {
 	return ch
 }
 
+// blockedWrite opens s's stuck pair, skipping t where a write cannot
+// block, and starts a WriteTo that blocks on the full send ring; its error
+// comes on the channel.
+func blockedWrite(t *testing.T, s subject) (*pcPair, <-chan error) {
+	t.Helper()
+	if s.openStuck == nil {
+		t.Skip("n/a: a UDP send on loopback does not block")
+	}
+	p := s.openStuck(t)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.tx.WriteTo([]byte("blocked"), p.dst)
+		errc <- err
+	}()
+	return p, errc
+}
+
 type readResult struct {
 	payload string
 	err     error
@@ -354,15 +371,7 @@ var conformanceCases = []conformanceCase{
 		mustGet(t, p.rx, "in time")
 	}},
 	{"write deadline moved while a write is blocked", func(t *testing.T, s subject) {
-		if s.openStuck == nil {
-			t.Skip("n/a: a UDP send on loopback does not block")
-		}
-		p := s.openStuck(t)
-		errc := make(chan error, 1)
-		go func() {
-			_, err := p.tx.WriteTo([]byte("blocked"), p.dst)
-			errc <- err
-		}()
+		p, errc := blockedWrite(t, s)
 		select {
 		case err := <-errc:
 			t.Fatalf("WriteTo returned %v with the send ring full", err)
@@ -509,15 +518,7 @@ var conformanceCases = []conformanceCase{
 		closedErr(t, await(t, ch, 5*time.Second, "ReadFrom").err, "ReadFrom blocked at Close")
 	}},
 	{"Close during a blocked write", func(t *testing.T, s subject) {
-		if s.openStuck == nil {
-			t.Skip("n/a: a UDP send on loopback does not block")
-		}
-		p := s.openStuck(t)
-		errc := make(chan error, 1)
-		go func() {
-			_, err := p.tx.WriteTo([]byte("blocked"), p.dst)
-			errc <- err
-		}()
+		p, errc := blockedWrite(t, s)
 		time.Sleep(50 * time.Millisecond)
 		require.NoError(t, p.tx.Close())
 		closedErrs(t, errc, 1, "WriteTo blocked at Close")
