@@ -1,0 +1,62 @@
+package reliable
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// waitStat waits, bounded, until get(c.Stats()) reaches want: a counter
+// moves after what it counts (a repair is sent, then counted).
+func waitStat(t testing.TB, c *Conn, what string, get func(Stats) uint64, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for get(c.Stats()) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d after 10 s, want %d; stats %+v", what, get(c.Stats()), want, c.Stats())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// One data datagram lost by one of two receivers: the counters that
+// loss makes exact. The receiver that lost it recovers it in one NAK
+// round (GapsFilled 1, with its delay) and sees no copy twice; the other
+// gets each multicast repair as a second copy (a duplicate).
+func TestOneLossCounts(t *testing.T) {
+	group := newGroup()
+	const count, lose = 100, 50
+	var dropped atomic.Uint64
+	lossy := listenDrop(t, group, Config{}, dropFirst(func(s uint64) bool {
+		if s == lose {
+			dropped.Add(1)
+			return true
+		}
+		return false
+	}))
+	clean := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{FlowControl: FlowMin})
+	waitReceivers(t, tx, 2)
+	sendAll(t, tx, group, []*Conn{lossy, clean}, count, 64, 5*time.Second)
+	require.Equal(t, uint64(1), dropped.Load(), "datagrams dropped by the test")
+
+	waitStat(t, tx, "sender: repairs multicast", func(s Stats) uint64 { return s.RepairsMulticast }, 1)
+	repairs := tx.Stats().RepairsMulticast
+	waitStat(t, clean, "clean receiver: duplicates", func(s Stats) uint64 { return s.Duplicates }, repairs)
+	cs := clean.Stats()
+	// Another repair may go meanwhile (a NAK retried after
+	// RepairInterval): each is a duplicate here.
+	require.LessOrEqual(t, cs.Duplicates, tx.Stats().RepairsMulticast, "clean receiver: duplicates, at most one a repair; stats %+v", cs)
+	require.Zero(t, cs.Recovered)
+	require.Zero(t, cs.GapsFilled, "clean receiver: no gap, no round")
+
+	ls := lossy.Stats()
+	require.Equal(t, uint64(1), ls.Recovered, "lossy receiver; stats %+v", ls)
+	require.LessOrEqual(t, ls.Duplicates, tx.Stats().RepairsMulticast-1, "lossy receiver: at most the repairs after the first; stats %+v", ls)
+	require.Equal(t, uint64(1), ls.GapsFilled, "lossy receiver: one NAK round; stats %+v", ls)
+	require.Positive(t, ls.RepairDelay, "lossy receiver: the round's delay")
+	require.Equal(t, ls.RepairDelay, ls.RepairDelayMax, "one round: its mean is its longest")
+	require.NotZero(t, ls.NAKsSent)
+}

@@ -1,0 +1,96 @@
+package reliable
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The sender's rules for holding a NAK back (inFlight) and for paying
+// for repairs (repairCredit), each at its boundary, and what Close does
+// for a conn that never sent.
+
+// Within RepairLinger every NAK is held; a unicast repair is held for
+// linger; a multicast repair serves a NAK that echoes a transmission
+// number before it, and one that echoes it or a later one is answered.
+func TestInFlight(t *testing.T) {
+	group := newGroup()
+	const rl = time.Millisecond
+	for _, unicast := range []bool{false, true} {
+		c := listenT(t, group, Config{RepairLinger: rl, UnicastRepair: unicast})
+		inFlightCase(t, &c.snd, rl, unicast)
+	}
+}
+
+// inFlightCase holds s.mu for its checks (deferred: a failed check must
+// not leave Close waiting for the lock).
+func inFlightCase(t *testing.T, s *sender, rl time.Duration, unicast bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tx = 1000
+	s.repairTx[3] = 900
+	linger := int64(5 * time.Millisecond)
+	require.True(t, s.inFlight(3, int64(rl)-1, 900, linger), "unicast %v: within RepairLinger", unicast)
+	if unicast {
+		require.True(t, s.inFlight(3, linger-1, 950, linger), "unicast: within linger")
+		require.False(t, s.inFlight(3, linger, 899, linger), "unicast: linger over")
+	} else {
+		require.True(t, s.inFlight(3, int64(rl), 899, linger), "echo before the repair: held")
+		require.False(t, s.inFlight(3, int64(rl), 900, linger), "echo of the repair itself: answered")
+		require.False(t, s.inFlight(3, int64(rl), 901, linger), "echo after the repair: answered")
+		s.tx = 900 + 1<<15 - 1
+		require.True(t, s.inFlight(3, int64(rl), 899, linger), "the repair among the last 32768 transmissions")
+		s.tx = 900 + 1<<15
+		require.False(t, s.inFlight(3, int64(rl), 899, linger), "older: repaired again")
+	}
+}
+
+// The repair credit: first sends earn share of their bytes, up to burst;
+// an idle sender's credit refills to burst over a second; a repair is
+// covered by exactly its bytes; a share < 0 is no bound.
+func TestRepairCredit(t *testing.T) {
+	var r repairCredit
+	r.init(0.5, 1000)
+	require.True(t, r.covers(1000, 0), "a full credit covers the burst")
+	require.False(t, r.covers(1001, 0))
+	r.spend(1000)
+	require.False(t, r.covers(1, 0), "spent")
+	r.earn(100)
+	require.True(t, r.covers(50, 0), "100 B sent at share 0.5")
+	require.False(t, r.covers(51, 0))
+	r.spend(50)
+	// A tenth of a second idle: a tenth of the burst.
+	require.True(t, r.covers(100, int64(100*time.Millisecond)))
+	require.False(t, r.covers(101, int64(100*time.Millisecond)))
+	require.True(t, r.covers(1000, int64(2*time.Second)), "refilled, to burst")
+	require.False(t, r.covers(1001, int64(3*time.Second)), "never past burst")
+	r.earn(1 << 20)
+	require.False(t, r.covers(1001, int64(3*time.Second)), "earning stops at burst")
+
+	var free repairCredit
+	free.init(-1, 1000)
+	require.True(t, free.covers(1<<30, 0), "no bound")
+	free.spend(1 << 30)
+	require.True(t, free.covers(1<<30, 0))
+
+	var none repairCredit
+	none.init(0, 1000)
+	none.spend(1000)
+	none.earn(1 << 20)
+	require.False(t, none.covers(1, 0), "share 0 earns nothing")
+}
+
+// A conn that never sent has nothing to linger for: Close announces no
+// end (no heartbeat) and does not wait for receivers to speak up (four
+// status intervals, here 4 s).
+func TestCloseUnsentNoLinger(t *testing.T) {
+	group := newGroup()
+	c := listenT(t, group, Config{Linger: 10 * time.Second, StatusInterval: time.Second})
+	before := c.Stats().Heartbeats
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	require.Equal(t, before, c.Stats().Heartbeats, "heartbeats sent by Close of a conn that never sent")
+	require.Less(t, took, 2*time.Second, "Close of a conn that never sent")
+}

@@ -1,0 +1,54 @@
+package reliable
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// A receiver reports to a FlowMin sender once its position, or its room
+// (next + RecvWindow), moved on by exactly a quarter of RecvWindow since
+// its last report, not one datagram later: the sender may be waiting for
+// that room. The timer's reports are off here (StatusInterval an hour),
+// so every status counted is statusDue's.
+func TestStatusDueAtAQuarter(t *testing.T) {
+	group := newGroup()
+	const rw = 64
+	c := listenT(t, group, Config{RecvWindow: rw, StatusInterval: time.Hour})
+	raw := rawConn(t, group) // where the status goes
+	r := &c.rcv
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &peer{flowMin: true, key: peerKey{addr: *raw.LocalAddr().(*rdmanet.Addr), session: 9}}
+	p.statusLim = p.next + rw
+	sent := func() uint64 { return c.stats.statusSent.Load() }
+	due := func(what string, want bool) {
+		t.Helper()
+		before := sent()
+		r.statusDue(p, c.now())
+		if want {
+			require.Equal(t, before+1, sent(), "%s: a status sent", what)
+		} else {
+			require.Equal(t, before, sent(), "%s: no status", what)
+		}
+	}
+	p.contig = rw/4 - 1
+	due("position moved by a quarter less one", false)
+	p.contig = rw / 4
+	due("position moved by a quarter", true)
+	require.Equal(t, uint64(rw/4), p.statusPos)
+	require.Equal(t, uint64(rw), p.statusLim)
+
+	p.next = rw/4 - 1
+	due("room moved by a quarter less one", false)
+	p.next = rw / 4
+	due("room moved by a quarter", true)
+	require.Equal(t, uint64(rw/4+rw), p.statusLim)
+
+	p.flowMin = false
+	p.contig, p.next = 10*rw, 10*rw
+	due("a FlowMax sender", false)
+}
