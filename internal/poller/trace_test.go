@@ -149,7 +149,7 @@ func TestWakeUpPatternLazy(t *testing.T) {
 	}
 }
 
-// RDMANET_POLLER_DRAIN=eager: a drain before every sleep, and a second
+// The eager pattern (SetEagerDrain): a drain before every sleep, and a second
 // one after a drain that found an event.
 func TestWakeUpPatternEager(t *testing.T) {
 	q := newTraceCQ(t)
