@@ -93,6 +93,14 @@ func TestCheckIPv4(t *testing.T) {
 		{"UDP port", build(0x123, 0x777, host, func(p []byte) { binary.BigEndian.PutUint16(p[22:], UDPPort+1) }), DropNotForUs},
 		{"IP length", build(0x123, 0x777, host, func(p []byte) { binary.BigEndian.PutUint16(p[2:], uint16(len(p)+1)) }), DropTruncated},
 		{"ICRC", func() []byte { p := build(0x123, 0x777, host, nil); p[len(p)-1] ^= 1; return p }(), DropBadICRC},
+		{"bare headers to another port", func() []byte {
+			p := make([]byte, IPv4HdrSize+UDPHdrSize)
+			p[0], p[9] = 0x45, 17
+			binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+			binary.BigEndian.PutUint16(p[22:], UDPPort+1)
+			binary.BigEndian.PutUint16(p[24:], UDPHdrSize)
+			return p
+		}(), DropNotForUs},
 	}
 	for _, tt := range tests {
 		var h Header

@@ -4,6 +4,7 @@ package soft
 
 import (
 	"errors"
+	"net"
 	"syscall"
 	"testing"
 
@@ -23,5 +24,70 @@ func TestNetlinkDumpRecvError(t *testing.T) {
 	err = netlinkDump(fd, buf, unix.NLMSG_NOOP, 1, func(*syscall.NetlinkMessage) error { return nil })
 	if !errors.Is(err, unix.EAGAIN) {
 		t.Errorf("netlinkDump with no answer: %v, want EAGAIN from recvfrom", err)
+	}
+}
+
+// A link or address message whose attributes do not parse is an error,
+// not a nameless link or a missing address.
+func TestNetlinkBadAttrs(t *testing.T) {
+	// An attribute claiming 64 bytes where 4 follow.
+	bad := []byte{64, 0, 3, 0}
+	link := &syscall.NetlinkMessage{
+		Header: syscall.NlMsghdr{Type: syscall.RTM_NEWLINK},
+		Data:   append(make([]byte, syscall.SizeofIfInfomsg), bad...),
+	}
+	addr := &syscall.NetlinkMessage{
+		Header: syscall.NlMsghdr{Type: syscall.RTM_NEWADDR},
+		Data:   append([]byte{syscall.AF_INET, 8, 0, 0, 1, 0, 0, 0}, bad...),
+	}
+	var v netlinkView
+	if err := v.addLink(link); err == nil {
+		t.Errorf("addLink: no error; links %+v", v.links)
+	}
+	if err := v.addAddr(addr); err == nil {
+		t.Errorf("addAddr: no error")
+	}
+}
+
+// addrMsg is an RTM_NEWADDR message of family fam on link index with one
+// attribute of type typ holding ip.
+func addrMsg(fam uint8, index uint32, typ uint16, ip net.IP) *syscall.NetlinkMessage {
+	data := []byte{fam, 64, 0, 0, byte(index), byte(index >> 8), byte(index >> 16), byte(index >> 24)}
+	l := 4 + len(ip)
+	data = append(data, byte(l), byte(l>>8), byte(typ), byte(typ>>8))
+	data = append(data, ip...)
+	return &syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: syscall.RTM_NEWADDR}, Data: data}
+}
+
+// IPv4 and IPv6 addresses are both kept, each of its link.
+func TestNetlinkAddrFamilies(t *testing.T) {
+	var v netlinkView
+	for _, m := range []*syscall.NetlinkMessage{
+		addrMsg(syscall.AF_INET, 3, syscall.IFA_ADDRESS, net.IPv4(10, 0, 0, 1).To4()),
+		addrMsg(syscall.AF_INET6, 3, syscall.IFA_ADDRESS, net.ParseIP("fd00::1")),
+		addrMsg(syscall.AF_INET6, 4, syscall.IFA_ADDRESS, net.IPv4(10, 0, 0, 2).To4()), // 4 bytes: not IPv6
+	} {
+		if err := v.addAddr(m); err != nil {
+			t.Fatalf("addAddr: %v", err)
+		}
+	}
+	if len(v.addrs) != 2 || !v.addrs[0].ip.Equal(net.IPv4(10, 0, 0, 1)) || !v.addrs[1].ip.Equal(net.ParseIP("fd00::1")) || v.addrs[1].index != 3 {
+		t.Errorf("addrs = %+v, want 10.0.0.1 and fd00::1 on link 3", v.addrs)
+	}
+}
+
+// Without a link named lo, the loopback link is the first with
+// IFF_LOOPBACK.
+func TestNetlinkLoopbackByFlag(t *testing.T) {
+	v := netlinkView{links: []netlinkLink{
+		{ifi: net.Interface{Index: 1, Name: "eth0", Flags: net.FlagUp}},
+		{ifi: net.Interface{Index: 2, Name: "lo0", Flags: net.FlagUp | net.FlagLoopback}},
+	}}
+	if l := v.loopback(); l == nil || l.ifi.Name != "lo0" {
+		t.Errorf("loopback() = %+v, want lo0", l)
+	}
+	v.links = v.links[:1]
+	if l := v.loopback(); l != nil {
+		t.Errorf("no loopback link: loopback() = %+v, want nil", l.ifi)
 	}
 }
