@@ -1,0 +1,63 @@
+package reliable
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
+)
+
+// The receive path's counted drops, exact: each datagram of a message
+// too long, or in its place, is counted once, and a heartbeat whose window start is at
+// next but names a message the sender cannot have reached is dropped as
+// implausible. Datagrams are handed to the conn directly (inject), in
+// order, so every count is exact.
+
+func TestTooLongCountsEachDatagram(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 4096})
+	from := rdmanet.Addr{QPN: 0x4242}
+	const nfrag, sent = 1000, 10
+	// Message 0 (unread: next stays 0), then message 1, too long, from
+	// seq 10 (a gap before it: it is not reported yet).
+	inject(r, dataDG(77, 0, 0, 0, 1, []byte("m0")), from)
+	for i := range sent {
+		inject(r, dataDG(77, uint64(10+i), 1, uint16(i), nfrag, make([]byte, 100)), from)
+	}
+	require.Equal(t, uint64(sent), r.Stats().TooLong, "datagrams of a %d-fragment message; stats %+v", nfrag, r.Stats())
+	// A datagram of a message that fits, at a seq the long message
+	// takes: dropped, counted once.
+	inject(r, dataDG(77, 500, 1, 0, 1, []byte("in its place")), from)
+	require.Equal(t, uint64(sent+1), r.Stats().TooLong, "a datagram in the long message's place; stats %+v", r.Stats())
+}
+
+func TestHeartbeatWindowStartAtNextImplausible(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	from := rdmanet.Addr{QPN: 0x4243}
+	// The sender is placed at seq 0, message 0 (nothing read: next 0).
+	inject(r, dataDG(78, 0, 0, 0, 1, []byte("m0")), from)
+	require.Equal(t, 1, r.Stats().Senders)
+	before := r.Stats().Implausible
+	// Position seq 5, message 5: plausible. Window start seq 0 (next)
+	// in message 3: three messages in no datagram.
+	inject(r, heartbeatDG(78, 5, 5, 0, 3), from)
+	require.Equal(t, before+1, r.Stats().Implausible, "a window start at next, three messages ahead of it; stats %+v", r.Stats())
+	// The same window start in message 0 is plausible.
+	inject(r, heartbeatDG(78, 5, 5, 0, 0), from)
+	require.Equal(t, before+1, r.Stats().Implausible, "a window start at next, in its message; stats %+v", r.Stats())
+}
+
+// fragments is ceil(n / (mtu - headerLen)): a byte past a whole number
+// of datagrams takes one more.
+func TestFragments(t *testing.T) {
+	const mtu = 1024
+	f := mtu - headerLen
+	for _, c := range []struct {
+		n    int
+		want int64
+	}{{0, 0}, {1, 1}, {f - 1, 1}, {f, 1}, {f + 1, 2}, {2 * f, 2}, {2*f + 1, 3}, {2*f + 2, 3}} {
+		require.Equal(t, c.want, fragments(c.n, mtu), "fragments(%d, %d)", c.n, mtu)
+	}
+}
