@@ -52,17 +52,18 @@ const (
 	// EnvScaleRX lists TestFeedbackScale's group sizes ("4,64,1000").
 	EnvScaleRX = "RDMANET_TEST_SCALE_RX"
 
-	// The two-host benchmarks and diagnoses (test/rxevm/twohost, `make
-	// bench-rxe2`): EnvBenchRounds selects the benchmark and its rounds,
-	// EnvBenchOnly a regexp of its rows, EnvBenchProfile CPU profiles (1,
-	// peer, both), EnvBenchDiag diagnosis lines (1, trace, hist);
-	// EnvDiagStrace selects TestDiagStrace; EnvSysmonSlack and
-	// EnvSysmonKeeper are diagnoses of the Go runtime's sysmon.
+	// EnvBenchRounds selects the two-host benchmark (test/rxevm/twohost,
+	// `make bench-rxe2`) and its rounds; EnvBenchOnly is a regexp of its
+	// rows, EnvBenchProfile asks for CPU profiles (1, peer, both) and
+	// EnvBenchDiag for diagnosis lines (1, trace, hist).
 	EnvBenchRounds  = "RDMANET_TEST_BENCH_ROUNDS"
 	EnvBenchOnly    = "RDMANET_TEST_BENCH_ONLY"
 	EnvBenchProfile = "RDMANET_TEST_BENCH_PROFILE"
 	EnvBenchDiag    = "RDMANET_TEST_BENCH_DIAG"
-	EnvDiagStrace   = "RDMANET_TEST_DIAG_STRACE"
+	// EnvDiagStrace selects the two-host suite's TestDiagStrace.
+	EnvDiagStrace = "RDMANET_TEST_DIAG_STRACE"
+	// EnvSysmonSlack and EnvSysmonKeeper select diagnoses of the Go
+	// runtime's sysmon in the two-host suite.
 	EnvSysmonSlack  = "RDMANET_TEST_SYSMON_SLACK"
 	EnvSysmonKeeper = "RDMANET_TEST_SYSMON_KEEPER"
 
