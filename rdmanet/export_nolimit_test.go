@@ -4,17 +4,21 @@ package rdmanet
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
 // BackendUnknownLimit is a test backend: the software provider, whose
-// devices report no max_qp_wr (0: unknown) and whose CreateQP fails with
-// ErrCreateQPRefused.
+// devices (named "unknown-limit-" and the software device's name, so
+// that Devices lists them apart) report no max_qp_wr (0: unknown), and
+// whose CreateQP fails with ErrCreateQPRefused.
 const BackendUnknownLimit = "test-unknown-limit"
 
 // ErrCreateQPRefused is BackendUnknownLimit's CreateQP error.
 var ErrCreateQPRefused = errors.New("test: CreateQP refused")
+
+const unknownLimitPrefix = "unknown-limit-"
 
 func init() {
 	verbs.Register(unknownLimitProvider{testProvider{name: BackendUnknownLimit, base: verbs.Software,
@@ -25,7 +29,9 @@ type unknownLimitProvider struct{ testProvider }
 
 func (p unknownLimitProvider) Devices() ([]verbs.DeviceAttr, error) {
 	devs, err := p.testProvider.Devices()
+	devs = slices.Clone(devs)
 	for i := range devs {
+		devs[i].Name = unknownLimitPrefix + devs[i].Name
 		devs[i].MaxQPWR = 0
 	}
 	return devs, err
@@ -34,3 +40,9 @@ func (p unknownLimitProvider) Devices() ([]verbs.DeviceAttr, error) {
 type refusingID struct{ verbs.ID }
 
 func (refusingID) CreateQP(verbs.QPConfig) (verbs.QP, error) { return nil, ErrCreateQPRefused }
+
+func (r refusingID) Local() verbs.Binding {
+	b := r.ID.Local()
+	b.Device = unknownLimitPrefix + b.Device
+	return b
+}
