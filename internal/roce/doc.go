@@ -21,6 +21,6 @@
 //
 // The ICRC covers the IPv4 Identification and flags, which a UDP socket
 // cannot see. A receiver solves for them: CRC is affine, so the 17
-// unknown bits form a small linear system (SolveIPv4ID, Solve: solve.go).
+// unknown bits form a small linear system (SolveIPv4ID, SolveTab: solve.go).
 // A corrupted datagram passes with probability 2^-15 instead of 2^-32.
 package roce

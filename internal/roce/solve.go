@@ -24,10 +24,10 @@ import (
 // column space: a 2^-15 chance, against 2^-32 for a receiver that sees the
 // whole header.
 
-// solveTab is the elimination table for one datagram length: an XOR basis
+// SolveTab is the elimination table for one datagram length: an XOR basis
 // of the columns, indexed by pivot (highest set) bit, with the combination
 // of unknown bits (ID in bits 0-15, DF in bit 16) each basis vector is.
-type solveTab struct {
+type SolveTab struct {
 	v [32]uint32
 	m [32]uint32
 	// col is L's columns: what each unknown bit flips in the ICRC.
@@ -58,11 +58,11 @@ func crcZeros(crc uint32, n int) uint32 {
 	return crc
 }
 
-func newSolveTab(udpLen int) *solveTab {
+func newSolveTab(udpLen int) *SolveTab {
 	// Stream length: prefix, then the datagram without its ICRC.
 	n := icrcPrefixV4 + udpLen - UDPHdrSize - ICRCSize
 	base := crcZeros(0, n)
-	t := new(solveTab)
+	t := new(SolveTab)
 	for j := range 17 {
 		off, mask := unknownBit(j)
 		var head [15]byte
@@ -84,8 +84,11 @@ func newSolveTab(udpLen int) *solveTab {
 	return t
 }
 
-// solve returns the ID and DF whose contribution is syndrome s.
-func (t *solveTab) solve(s uint32) (id uint16, df bool, ok bool) {
+// Solve returns the IP ID and DF flag whose contribution to the ICRC is
+// syndrome s: the XOR of the received ICRC and one computed with a
+// guessed ID and DF, so that the sent ID is the guess XOR id, and DF the
+// guess's flipped where df is true. ok is false when no ID and DF give s.
+func (t *SolveTab) Solve(s uint32) (id uint16, df bool, ok bool) {
 	var x uint32
 	for s != 0 {
 		p := 31 - bits.LeadingZeros32(s)
@@ -101,7 +104,7 @@ func (t *solveTab) solve(s uint32) (id uint16, df bool, ok bool) {
 // IDDelta is what changing an IPv4 datagram's IP ID from 0 to id
 // flips in its ICRC (udpLen is the UDP length, header included).
 func IDDelta(udpLen int, id uint16) uint32 {
-	t := solveTabFor(udpLen)
+	t := SolveTabFor(udpLen)
 	var d uint32
 	for j := range 16 {
 		if id>>j&1 != 0 {
@@ -112,13 +115,15 @@ func IDDelta(udpLen int, id uint16) uint32 {
 }
 
 // solveTabs caches the tables by UDP length, two levels, built lazily.
-var solveTabs [256]atomic.Pointer[[256]atomic.Pointer[solveTab]]
+var solveTabs [256]atomic.Pointer[[256]atomic.Pointer[SolveTab]]
 
-func solveTabFor(udpLen int) *solveTab {
+// SolveTabFor returns the table for IPv4 datagrams of udpLen bytes (UDP
+// header included), built at its first use and kept.
+func SolveTabFor(udpLen int) *SolveTab {
 	hi, lo := udpLen>>8&0xFF, udpLen&0xFF
 	l2 := solveTabs[hi].Load()
 	if l2 == nil {
-		l2 = new([256]atomic.Pointer[solveTab])
+		l2 = new([256]atomic.Pointer[SolveTab])
 		if !solveTabs[hi].CompareAndSwap(nil, l2) {
 			l2 = solveTabs[hi].Load()
 		}
@@ -146,14 +151,5 @@ func SolveIPv4ID(dgram []byte, src, dst [4]byte, sport, dport uint16) (id uint16
 	crc := h.start(src, dst, 0, false, sport, dport, udpLen, body)
 	crc = CRCUpdate(crc, body[BTHSize:])
 	s := crc ^ binary.LittleEndian.Uint32(dgram[len(dgram)-ICRCSize:])
-	return solveTabFor(udpLen).solve(s)
-}
-
-// Solve returns the IP ID and DF flag whose contribution to the ICRC of
-// an IPv4 datagram of udpLen bytes (UDP header included) is syndrome s:
-// the XOR of the received ICRC and one computed with a guessed ID and DF,
-// so that the sent ID is the guess XOR id, and DF the guess's flipped
-// where df is true. ok is false when no ID and DF give s.
-func Solve(udpLen int, s uint32) (id uint16, df bool, ok bool) {
-	return solveTabFor(udpLen).solve(s)
+	return SolveTabFor(udpLen).Solve(s)
 }

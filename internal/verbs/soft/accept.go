@@ -126,7 +126,7 @@ func (c *recvCQ) checkICRC(v *rxView, src [4]byte, sport uint16, dst [4]byte, n 
 	crc = v.crc(crc, roce.HdrSize, n-roce.ICRCSize)
 	var icrc [roce.ICRCSize]byte
 	v.copyOut(icrc[:], n-roce.ICRCSize)
-	id, dfFlipped, ok := roce.Solve(roce.UDPHdrSize+n, crc^binary.LittleEndian.Uint32(icrc[:]))
+	id, dfFlipped, ok := roce.SolveTabFor(roce.UDPHdrSize + n).Solve(crc ^ binary.LittleEndian.Uint32(icrc[:]))
 	return id, !dfFlipped, ok
 }
 

@@ -460,7 +460,7 @@ func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) roce.DropReason
 	crc = roce.CRCUpdate(crc, d[roce.HdrSize:hl])
 	crc = roce.CRCCopy(crc, body, d[hl:hl+plen])
 	crc = roce.CRCUpdate(crc, d[hl+plen:n-roce.ICRCSize])
-	x, dfFlipped, ok := roce.Solve(roce.UDPHdrSize+n, crc^binary.LittleEndian.Uint32(d[n-roce.ICRCSize:]))
+	x, dfFlipped, ok := roce.SolveTabFor(roce.UDPHdrSize + n).Solve(crc ^ binary.LittleEndian.Uint32(d[n-roce.ICRCSize:]))
 	if !ok {
 		return roce.DropBadICRC
 	}
