@@ -164,3 +164,32 @@ func TestSolveIPv4IDLengths(t *testing.T) {
 		}
 	}
 }
+
+// IPv4Checksum of a header with options (longer than 20 bytes) is
+// RFC 1071's sum too.
+func TestIPv4ChecksumOptions(t *testing.T) {
+	t.Parallel()
+	rfc1071 := func(h []byte) uint16 {
+		var sum uint64
+		for i := 0; i < len(h); i += 2 {
+			sum += uint64(binary.BigEndian.Uint16(h[i:]))
+		}
+		for sum > 0xFFFF {
+			sum = sum&0xFFFF + sum>>16
+		}
+		return ^uint16(sum)
+	}
+	var seed uint32 = 1
+	for n := 24; n <= 60; n += 4 {
+		for range 200 {
+			h := make([]byte, n)
+			for i := range h {
+				seed = seed*1664525 + 1013904223
+				h[i] = byte(seed >> 24)
+			}
+			if got, want := IPv4Checksum(h), rfc1071(h); got != want {
+				t.Fatalf("header of %d bytes % x: %#04x, want %#04x", n, h, got, want)
+			}
+		}
+	}
+}

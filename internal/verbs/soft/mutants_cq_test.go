@@ -42,3 +42,28 @@ func TestNarrowPollResumesUnicast(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("%c", 'a'+i), string(a.buf(wcs[0])[verbs.GRHSize:]))
 	}
 }
+
+// A wake that finds several datagrams is a stream: the next wake's read
+// takes a whole batch too, not one slot.
+func TestWokenStreamReadsBatches(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	a.postRecvs(0, 16)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wcs := make([]verbs.WC, 8)
+	for round := range 2 {
+		// One batch of three of one length: a GSO run, queued at once.
+		wrs := make([]verbs.SendWR, 3)
+		for i := range wrs {
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 64), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+		}
+		n, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		require.True(t, waitReadable(t, a.qp.RecvCQ().Channel().Fd(), time.Second), "round %d: the datagrams", round)
+		got, err := soft.PollRecvWoken(a.qp, wcs)
+		require.NoError(t, err)
+		require.Equal(t, 3, got, "round %d: one woken Poll reads the three queued", round)
+	}
+}
