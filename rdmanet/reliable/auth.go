@@ -108,7 +108,7 @@ func (c *Conn) seal(s *sealer, b []byte, n int) int {
 	if c.auth == nil {
 		return n
 	}
-	b[1] |= flagKeyed
+	setKeyed(b, true)
 	binary.BigEndian.PutUint64(b[n:], c.auth.ctr.Add(1))
 	copy(b[n+ctrLen:], s.tag(b[:n+ctrLen], c.local.QPN))
 	return n + trailerLen
@@ -119,7 +119,7 @@ func (c *Conn) seal(s *sealer, b []byte, n int) int {
 // when the tag is wrong or the counter replayed. now is the conn's clock.
 func (c *Conn) open(b []byte, from rdmanet.Addr, now int64) ([]byte, bool) {
 	a := c.auth
-	if len(b) < headerLen+trailerLen || b[1]&flagKeyed == 0 {
+	if len(b) < headerLen+trailerLen || !keyed(b) {
 		c.stats.unauthenticated.Add(1)
 		return nil, false
 	}
@@ -129,7 +129,7 @@ func (c *Conn) open(b []byte, from rdmanet.Addr, now int64) ([]byte, bool) {
 		return nil, false
 	}
 	ctr := binary.BigEndian.Uint64(b[n:])
-	k := replayKey{qpn: from.QPN, session: binary.BigEndian.Uint32(b[8:])}
+	k := replayKey{qpn: from.QPN, session: sessionOf(b)}
 	w := a.windows[k]
 	if w == nil {
 		if len(a.windows) >= a.limit {
@@ -147,7 +147,7 @@ func (c *Conn) open(b []byte, from rdmanet.Addr, now int64) ([]byte, bool) {
 		return nil, false
 	}
 	w.heard = now
-	b[1] &^= flagKeyed
+	setKeyed(b, false)
 	return b[:n], true
 }
 

@@ -1,7 +1,6 @@
 package reliable
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -377,8 +376,7 @@ func (p *peer) headComplete(stride int) bool {
 		return false
 	}
 	d := p.slot(p.next, stride)
-	nfrag := binary.BigEndian.Uint16(d[4:])
-	return p.contig >= p.next+uint64(nfrag)
+	return p.contig >= p.next+uint64(nfragOf(d))
 }
 
 // data takes a data datagram (the whole of b, header included).
@@ -573,8 +571,8 @@ func (r *receiver) settle(p *peer, now int64) {
 		to, msg := p.skipTo, p.skipMsg
 		for seq, end := p.contig+1, min(p.skipTo, p.next+r.rw); seq < end; seq++ {
 			if p.valid(seq) {
-				if d := p.slot(seq, stride); binary.BigEndian.Uint16(d[2:]) == 0 {
-					to, msg = seq, binary.BigEndian.Uint64(d[20:])
+				if d := p.slot(seq, stride); fragOf(d) == 0 {
+					to, msg = seq, msgOf(d)
 					break
 				}
 			}
@@ -593,7 +591,7 @@ func (r *receiver) settle(p *peer, now int64) {
 		// Messages skipped at the head (a message too long ended where
 		// its sender's next one is numbered further on): report them
 		// before the message, at their place.
-		if m := binary.BigEndian.Uint64(p.slot(p.next, stride)[20:]); m > p.nextMsg {
+		if m := msgOf(p.slot(p.next, stride)); m > p.nextMsg {
 			p.lost, p.nextMsg = satAdd(p.lost, m-p.nextMsg), m
 		}
 	}
@@ -886,8 +884,8 @@ func (r *receiver) take(b []byte, noLoss bool, now int64) (n int, truncated bool
 // deliver copies the message at next into b and moves past it.
 func (p *peer) deliver(b []byte, stride int) (n int, truncated bool) {
 	d := p.slot(p.next, stride)
-	nfrag := uint64(binary.BigEndian.Uint16(d[4:]))
-	msg := binary.BigEndian.Uint64(d[20:])
+	nfrag := uint64(nfragOf(d))
+	msg := msgOf(d)
 	for i := uint64(0); i < nfrag; i++ {
 		pl := p.slot(p.next+i, stride)[headerLen:]
 		k := copy(b[n:], pl)

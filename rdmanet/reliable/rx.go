@@ -22,13 +22,14 @@ import (
 // its next tick, and the receive loop reads again. Close gives the conn
 // back to the receive loop too, so that lingering hears its receivers.
 //
-//	rxLoop    the receive loop reads (or parks on rxTurn only in passing)
-//	rxReader  the reader side reads, from inside ReadFrom or ReadBatch
+//	rxLoop    the receive loop reads
+//	rxReader  the reader side reads, from inside ReadFrom or ReadBatch;
+//	          the receive loop waits on x.turn
 //
 // Hand-overs: a reader that finds rxLoop sets want and waits on notify;
 // the receive loop, after its next batch, hands over (rxReader) if the
-// reader is still in, wakes it, and parks on rxTurn. The timer loop (or
-// Close) takes the conn back (rxLoop) and sends to rxTurn.
+// reader is still in, wakes it, and waits on x.turn. The timer loop (or
+// Close) takes the conn back (rxGiveBack: rxLoop) and sends on x.turn.
 type rxOwner uint8
 
 const (

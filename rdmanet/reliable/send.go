@@ -1,7 +1,6 @@
 package reliable
 
 import (
-	"encoding/binary"
 	"net"
 	"os"
 	"sync"
@@ -361,8 +360,8 @@ func (s *sender) low() (uint64, uint64) {
 	for seq := lo; seq < s.next; seq++ {
 		// Slots hold data datagrams as sent (keyed: flagKeyed set, the
 		// trailer after): the fragment index and msg are read in place.
-		if d := s.slot(seq); s.lens[s.wi.of(seq)] >= headerLen && binary.BigEndian.Uint16(d[2:]) == 0 {
-			return seq, binary.BigEndian.Uint64(d[20:])
+		if d := s.slot(seq); s.lens[s.wi.of(seq)] >= headerLen && fragOf(d) == 0 {
+			return seq, msgOf(d)
 		}
 	}
 	return s.next, s.nextMsg
@@ -448,9 +447,9 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64, paid
 		paid -= s.lens[i]
 		s.repairT[i] = now
 		d := s.slot(seq)
-		d[1] |= flagRepair
+		markRepair(d)
 		if !c.cfg.UnicastRepair {
-			binary.BigEndian.PutUint16(d[6:], s.tx)
+			setTx(d, s.tx)
 			s.repairTx[i] = s.tx
 			s.tx++
 		}

@@ -87,6 +87,41 @@ func putHeader(b []byte, h *header) {
 	binary.BigEndian.PutUint64(b[20:], h.msg)
 }
 
+// Accessors of one field of an encoded header, in place: the receive
+// and send windows keep datagrams as they came or went, header included,
+// and read or rewrite a field without decoding the rest. b holds at least
+// headerLen bytes.
+
+// fragOf returns the fragment index of data datagram b.
+func fragOf(b []byte) uint16 { return binary.BigEndian.Uint16(b[2:]) }
+
+// nfragOf returns how many fragments the message of data datagram b has.
+func nfragOf(b []byte) uint16 { return binary.BigEndian.Uint16(b[4:]) }
+
+// sessionOf returns the session of the endpoint that sent b.
+func sessionOf(b []byte) uint32 { return binary.BigEndian.Uint32(b[8:]) }
+
+// msgOf returns the message number of data datagram b.
+func msgOf(b []byte) uint64 { return binary.BigEndian.Uint64(b[20:]) }
+
+// markRepair flags data datagram b as a retransmission.
+func markRepair(b []byte) { b[1] |= flagRepair }
+
+// setTx rewrites the transmission number of b.
+func setTx(b []byte, tx uint16) { binary.BigEndian.PutUint16(b[6:], tx) }
+
+// keyed reports whether b carries a trailer (Config.Key, auth.go).
+func keyed(b []byte) bool { return b[1]&flagKeyed != 0 }
+
+// setKeyed sets or clears b's flagKeyed.
+func setKeyed(b []byte, on bool) {
+	if on {
+		b[1] |= flagKeyed
+	} else {
+		b[1] &^= flagKeyed
+	}
+}
+
 // decode parses a datagram's header and checks it against its kind; it
 // returns the payload. It never panics and allocates nothing.
 func decode(b []byte, h *header) ([]byte, error) {

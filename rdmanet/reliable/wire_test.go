@@ -101,3 +101,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The in-place accessors read and write the fields putHeader and decode
+// place.
+func TestHeaderAccessors(t *testing.T) {
+	h := header{kind: kindData, flags: flagFlowMin, frag: 2, nfrag: 3, tx: 7, session: 0xdeadbeef, seq: 9, msg: 1<<40 + 3}
+	b := make([]byte, headerLen)
+	putHeader(b, &h)
+	require.Equal(t, h.frag, fragOf(b))
+	require.Equal(t, h.nfrag, nfragOf(b))
+	require.Equal(t, h.session, sessionOf(b))
+	require.Equal(t, h.msg, msgOf(b))
+	require.False(t, keyed(b))
+	markRepair(b)
+	setTx(b, 0xfffe)
+	setKeyed(b, true)
+	require.True(t, keyed(b))
+	setKeyed(b, false)
+	var got header
+	_, err := decode(b, &got)
+	require.NoError(t, err)
+	h.flags |= flagRepair
+	h.tx = 0xfffe
+	require.Equal(t, h, got)
+}
