@@ -182,14 +182,18 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline sets the deadline for writes, which wait only with
-// FlowMin or for a send slot of the underlying conn.
+// FlowMin or for a send slot of the underlying conn. It bounds the
+// caller's writes only: once it has passed, the conn still sends its
+// heartbeats, repairs, NAKs and status.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.closing.Load() {
 		return c.opError("set", nil, net.ErrClosed)
 	}
-	c.writeDL.Store(unixNanos(t))
+	dl := unixNanos(t)
+	c.writeDL.Store(dl)
+	c.snd.setDeadline(dl)
 	c.snd.wake()
-	return c.conn.SetWriteDeadline(t)
+	return nil
 }
 
 func unixNanos(t time.Time) int64 {

@@ -755,7 +755,7 @@ func runHostile(t *testing.T, hc hostileCase) {
 		for i, r := range rx {
 			st := r.c.Stats()
 			if r.misplaced.Load() != 0 || r.want.Load() < total {
-				t.Errorf("receiver %d: %d misplaced, at message %d of %d written; stats %+v", i, r.misplaced.Load(), r.want.Load(), total, st)
+				t.Errorf("receiver %d: %d misplaced, at message %d of %d written; stats %+v; state: %s; sender: %s", i, r.misplaced.Load(), r.want.Load(), total, st, rxDump(r.c), txDump(tx))
 			}
 			if n := peers(r.c); n > r.c.cfg.MaxSenders {
 				t.Errorf("receiver %d: %d senders tracked, want at most MaxSenders %d", i, n, r.c.cfg.MaxSenders)
@@ -799,8 +799,8 @@ func checkKeyedHostile(t *testing.T, hc hostileCase, tx *Conn, rx []*hostileRead
 	t.Helper()
 	for i, r := range rx {
 		if got := r.want.Load(); got != total || r.misplaced.Load() != 0 || r.realLosses.Load() != 0 || r.otherLoss.Load() != 0 || r.others.Load() != 0 {
-			t.Errorf("receiver %d: read up to message %d, want %d; %d misplaced, %d loss reports naming the sender, %d naming others, %d messages of others, want 0",
-				i, got, total, r.misplaced.Load(), r.realLosses.Load(), r.otherLoss.Load(), r.others.Load())
+			t.Errorf("receiver %d: read up to message %d, want %d; %d misplaced, %d loss reports naming the sender, %d naming others, %d messages of others, want 0; state: %s; sender: %s",
+				i, got, total, r.misplaced.Load(), r.realLosses.Load(), r.otherLoss.Load(), r.others.Load(), rxDump(r.c), txDump(tx))
 		}
 		if bad := peersOutside(r.c, tx, rx); bad != 0 {
 			t.Errorf("receiver %d tracks %d senders that are none of the group's conns, want 0", i, bad)

@@ -64,8 +64,9 @@ type sender struct {
 	wakeCh    chan struct{} // status arrived, deadline changed
 	lastSweep int64
 
-	repair repairCredit // bounds repair bytes to a share of first sends
-	seal   sealer       // Config.Key: the trailer of what the sender sends (auth.go)
+	repair repairCredit  // bounds repair bytes to a share of first sends
+	seal   sealer        // Config.Key: the trailer of what the sender sends (auth.go)
+	dl     writeDeadline // the user's write deadline on the underlying conn: deadline.go
 }
 
 // receiverState is what a sender knows of a receiver from its status.
@@ -182,6 +183,8 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 	if s.dead {
 		return 0, net.ErrClosed
 	}
+	s.deadlineOn()
+	defer s.deadlineOff()
 	// A write past its deadline stages nothing: a message given a
 	// sequence number is in the window and reaches the receivers by
 	// repair, so it must not be reported as not written.
@@ -317,6 +320,7 @@ func (s *sender) waitWindow(nfrag uint64) error {
 		}
 		// Wake at the latest when the slowest would time out.
 		rt := time.NewTimer(c.cfg.ReceiverTimeout)
+		s.deadlineOff() // repairs and heartbeats go meanwhile
 		s.mu.Unlock()
 		select {
 		case <-s.wakeCh:
@@ -326,6 +330,7 @@ func (s *sender) waitWindow(nfrag uint64) error {
 		}
 		rt.Stop()
 		s.mu.Lock()
+		s.deadlineOn()
 		if c.closing.Load() {
 			return net.ErrClosed
 		}

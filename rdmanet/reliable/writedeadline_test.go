@@ -35,3 +35,35 @@ func TestWriteAfterDeadlineSendsNothing(t *testing.T) {
 	st := tx.Stats()
 	require.Equal(t, uint64(1), st.MessagesSent, "MessagesSent counts the timed-out write")
 }
+
+// A write deadline bounds the caller's writes, not the conn's own sends:
+// once it has passed, the sender still heartbeats and repairs, and a
+// receiver whose own write deadline has passed still sends NAKs and
+// status. Here the last datagram's first copy is lost (tail loss, found
+// only by the sender's heartbeat) and both deadlines are in the past by
+// the time the first heartbeat after the writes goes. Before, every send
+// on the underlying conn failed once the user's deadline had passed: the
+// receiver never learnt of the last message, and the senders of
+// TestHostile whose last write's deadline had passed left their
+// receivers short of the stream's end.
+func TestWriteDeadlineSparesProtocol(t *testing.T) {
+	const count, size = 10, 64
+	group := newGroup()
+	rx := listenDrop(t, group, Config{}, dropFirst(func(seq uint64) bool { return seq == count-1 }))
+	tx := listenT(t, group, Config{HeartbeatInterval: 200 * time.Millisecond, HeartbeatMax: 400 * time.Millisecond})
+	waitReceivers(t, tx, 1)
+	require.NoError(t, rx.SetWriteDeadline(time.Now().Add(-time.Second)))
+	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(5*time.Second)))
+	msg := make([]byte, size)
+	for i := range uint64(count) {
+		_, err := tx.WriteTo(payload(msg, i), group)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(-time.Second)))
+	losses, err := readAll(rx, count, size, 5*time.Second)
+	require.NoError(t, err, "the last message, lost once, comes by a heartbeat, a NAK and a repair sent after the deadlines passed; receiver %+v, sender %+v", rx.Stats(), tx.Stats())
+	require.Zero(t, losses)
+	require.NotZero(t, rx.Stats().Recovered)
+	_, err = tx.WriteTo(msg, group)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the caller's writes still end at the deadline")
+}
