@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/netaddr"
 	"github.com/go-rdma/rdmanet/rdmanet"
+	"github.com/go-rdma/rdmanet/rdmanet/internal/unread"
 )
 
 // Conn is a reliable multicast conn over an *rdmanet.Conn, as a
@@ -50,7 +51,10 @@ type Conn struct {
 	kick       chan struct{} // wakes the timer loop
 	wake       wakeTimer     // the timer loop's fine sleeps: timer_linux.go
 	wg         sync.WaitGroup
-	dropHook   func(b []byte) bool // tests: drop a received datagram when true
+	dropHook   func(b []byte) bool                         // tests: drop a received datagram when true
+	inputHook  func() bool                                 // tests: stands for the underlying conn's unread check
+	sendHook   func(seq uint64, repair bool, at int64)     // tests: each data datagram staged and each repair, under snd.mu
+	gapHook    func(from peerKey, lo, hi uint64, at int64) // tests: datagrams [lo, hi) of from first known missing, under rcv.mu
 	epochStart time.Time
 	auth       *authState // Config.Key: auth.go; nil without a key
 }
@@ -521,4 +525,21 @@ func (c *Conn) kickTimers() {
 	if fineTimer {
 		c.wake.kick()
 	}
+}
+
+// inputWaits reports whether datagrams received wait to be handled: read
+// from the underlying conn and not handled yet, or not read from it yet
+// (rdmanet/pending.go says when it can tell; when it cannot, false).
+func (c *Conn) inputWaits() bool {
+	if c.rx.handling.Load() {
+		return true
+	}
+	if c.inputHook != nil {
+		return c.inputHook()
+	}
+	if unread.Check == nil {
+		return false
+	}
+	u, _ := unread.Check(c.conn)
+	return u
 }

@@ -120,26 +120,34 @@
 // Without a key (see Authentication) nothing tells a receiver's NAK from
 // a forged one.
 //
-// A round asks only for its own gaps, its retries too. A NAK not
-// answered is sent again after the larger of twice the round trip and
-// the round trip plus four mean deviations (RFC 6298), plus a fresh
-// back-off draw, doubling each time, up to 10 ms (or, on a slower path,
-// that first delay, at most 1 s); a retry when the receiver has heard
-// nothing from the sender since its last NAK (the sender would take it
-// for one sent before its repair could arrive) waits until 10 ms (or
-// four round trips) after that NAK, which it replaces only if it was
-// lost. A first NAK found due more than T late (its process stalled, and
-// every receiver in it finds its timer due at once) draws its back-off
-// again, once a round. The round trip is measured from a round's NAK to
-// the repair of the first datagram it asked for, in rounds that sent
-// their NAK once (Karn's rule: a retry carries a back-off of up to T,
-// itself a multiple of the round trip, and the estimate fed on itself)
-// (Stats.RTT); until a receiver has measured one, it takes the shortest
-// time a round took to fill without its own NAK (someone else's
-// back-off plus round trip), or InitialRTT when longer: a receiver
-// started below the path's round trip would otherwise NAK early at
-// every loss. Stats.RepairDelay and RepairDelayMax say how long rounds
-// took, from the first gap seen to the last filled.
+// A round asks only for its own gaps, its retries too. A NAK not answered
+// is sent again after the larger of twice the round trip and the round
+// trip plus four mean deviations (RFC 6298), plus a fresh back-off draw,
+// doubling each time, up to 10 ms (or, on a slower path, that first delay,
+// at most 1 s); a retry when the receiver has heard nothing from the
+// sender since its last NAK (the sender would take it for one sent before
+// its repair could arrive) waits until 10 ms (or four round trips) after
+// that NAK, which it replaces only if it was lost. A first NAK found due
+// more than T late (its process stalled, and every receiver in it finds
+// its timer due at once) draws its back-off again, once a round. A NAK due
+// while the conn has received datagrams it has not read yet waits until
+// they are read (Stats.NAKsHeld), up to T (at least 10 ms) past its due
+// time: the repair another receiver's NAK brought, or a retry's repair,
+// may be among them, and a receiver that has fallen behind its own input
+// would otherwise ask for what is already queued for it (a lone receiver's
+// first NAK, with no back-off, does not wait). The conn can tell on the
+// software backend (its sockets' queues) and, on rdma-core, while no read
+// holds the CQ; otherwise the NAK goes as before. The round trip is
+// measured from a round's NAK to the repair of the first datagram it asked
+// for, in rounds that sent their NAK once (Karn's rule: a retry carries a
+// back-off of up to T, itself a multiple of the round trip, and the
+// estimate fed on itself) (Stats.RTT); until a receiver has measured one,
+// it takes the shortest time a round took to fill without its own NAK
+// (someone else's back-off plus round trip), or InitialRTT when longer: a
+// receiver started below the path's round trip would otherwise NAK early
+// at every loss. Stats.RepairDelay and RepairDelayMax say how long rounds
+// took, from the first gap seen to the last filled, on the receiver's
+// clock: they include how long the receiver took to read the repair.
 //
 // The decisions are pure functions of a clock reading and a random draw
 // (feedback.go), and TestFeedbackSimulation drives them on a virtual
@@ -157,18 +165,10 @@
 //
 // (Independent loss pays for the group-size scaling in time: a datagram
 // one receiver lost waits out a back-off sized for all.) Measured on the
-// software backend in one process, where receivers share two loaded
-// cores, suppression holds while the round trip is steady: with one
-// datagram in 100 dropped at every receiver (BenchmarkFeedback), 1.15
-// NAKs per lost datagram at 1 receiver, 1.30 at 4 and 2.3 at 16, but 11.7
-// at 64, where the reliable conn delivered 1,000 msgs/s to each receiver
-// (the plain conn 12,100), round trips ran from 2 to 57 ms and a repair
-// took 215 ms on average to reach them all; repairs stay at 1.00 per lost
-// datagram throughout (the transmission number echo, above). With 1%
-// loss from nftables and 20,000 messages (TestFeedbackScale with
-// RDMANET_TEST_FULL=1), 1.09, 1.79, 1.87 and 127 NAKs per lost
-// datagram at 1, 4, 16 and 64 receivers at 64 B, 1.01, 1.64, 2.15 and 19
-// at 1 KiB, in a run made with the round trip bounded at 10 ms.
+// software backend in one process, 1 to 64 receivers (TestFeedbackScale,
+// the table and its command in docs/benchmarks.md), suppression holds up
+// to 16 receivers; at 64 the receivers' reading saturates two cores and
+// the figures measure the machine as much as the protocol.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept

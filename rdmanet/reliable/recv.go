@@ -110,8 +110,9 @@ type receiver struct {
 	directN    int
 	directFrom *rdmanet.Addr
 
-	last     *peer // the peer of the last datagram: most are from the same sender
-	pending  int   // peers whose NAK timer is not idle
+	last     *peer       // the peer of the last datagram: most are from the same sender
+	pending  int         // peers whose NAK timer is not idle
+	held     atomic.Bool // a NAK due waits for the input to be read (tick)
 	ctrl     [1]rdmanet.Message
 	ctrlBuf  [headerLen + statusPayload + trailerLen]byte
 	nakBuf   []byte // an MTU: NAKs are padded (wire.go: nakPays)
@@ -423,6 +424,9 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 		return
 	}
 	if seq >= p.high {
+		if c.gapHook != nil && seq > p.high {
+			c.gapHook(p.key, p.high, seq, now)
+		}
 		p.high = seq + 1
 	}
 	if seq >= p.next+r.rw {
@@ -511,6 +515,9 @@ func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
 	p.flowMin = h.flags&flagFlowMin != 0
 	p.gsize = h.flags >> gsizeShift
 	if h.seq > p.high {
+		if c := r.c; c.gapHook != nil {
+			c.gapHook(p.key, p.high, h.seq, now)
+		}
 		p.high = h.seq
 	}
 	r.window(p, lowSeq, lowMsg)
@@ -657,6 +664,25 @@ func (r *receiver) push(p *peer) {
 		r.waiting = false
 		r.signal.Store(true)
 	}
+}
+
+// drained: the conn's input was read dry; a NAK held for it goes now
+// (the timer loop looks again).
+func (r *receiver) drained() {
+	if r.held.Load() {
+		r.c.kickTimers()
+	}
+}
+
+// inputRecheck is how soon a NAK held for unread input looks again when
+// no drained comes first (the reader reads one datagram at a time).
+const inputRecheck = int64(time.Millisecond)
+
+// holdMax is how long past due a NAK may be held for unread input: the
+// back-off bound, at least maxRTO. A receiver that never reads its input
+// dry still asks, that much later.
+func holdMax(b *backoff) int64 {
+	return max(backoffBound(b.g, b.srtt, b.fixed), int64(maxRTO))
 }
 
 // flush wakes the reader if a message became ready for it while it
@@ -915,14 +941,32 @@ func (r *receiver) tick(now int64) int64 {
 	if sweep {
 		r.lastTick = now
 	}
+	checked, waits := false, false
+	r.held.Store(false)
 	for k, p := range r.peers {
 		if p.nak.state != nakIdle && now >= p.nak.due {
 			b := r.backoff(p)
-			if !p.nak.lateDraw(now, &b) && !p.nak.hold(now, p.tx, &b) {
+			// A retry's repair may be in the input not read yet, and
+			// so may, where other receivers ask too (a back-off), the
+			// repair another one's NAK brought: ask once the input is
+			// read (drained), or at the next look.
+			mayHold := p.nak.state == nakWaiting || backoffBound(b.g, b.srtt, b.fixed) > 0
+			if mayHold && !checked {
+				checked, waits = true, c.inputWaits()
+			}
+			switch {
+			case mayHold && waits && now-p.nak.due < holdMax(&b):
+				r.held.Store(true)
+				if !p.nak.held {
+					p.nak.held = true
+					c.stats.naksHeld.Add(1)
+				}
+				next = min(next, now+inputRecheck)
+			case !p.nak.lateDraw(now, &b) && !p.nak.hold(now, p.tx, &b):
 				r.sendNAKs(p, now)
 			}
 		}
-		if p.nak.state != nakIdle && p.nak.due < next {
+		if p.nak.state != nakIdle && p.nak.due < next && p.nak.due > now {
 			next = p.nak.due
 		}
 		if !sweep {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-rdma/rdmanet/rdmanet"
@@ -59,6 +60,11 @@ type rxState struct {
 	io sync.Mutex
 	ms []rdmanet.Message
 	h  header
+
+	// handling: datagrams read from the underlying conn are being
+	// handled (readConn, readDatagram): input not handled yet, for
+	// inputWaits.
+	handling atomic.Bool
 }
 
 func (x *rxState) init(c *Conn) {
@@ -206,6 +212,10 @@ func (c *Conn) readInline(batch bool, b []byte) error {
 func (c *Conn) readConn() error {
 	x := &c.rx
 	n, err := c.conn.ReadBatch(x.ms)
+	if n == 0 {
+		return err
+	}
+	x.handling.Store(true)
 	now := c.now()
 	for i := range x.ms[:n] {
 		if x.ms[i].Truncated { // longer than the MTU: no sender of ours
@@ -213,6 +223,10 @@ func (c *Conn) readConn() error {
 			continue
 		}
 		c.handle(x.ms[i].Buffer[:x.ms[i].N], x.ms[i].Addr, &x.h, now)
+	}
+	x.handling.Store(false)
+	if n < len(x.ms) {
+		c.rcv.drained() // read dry: NAKs held for unread input may go
 	}
 	return err
 }
@@ -229,8 +243,10 @@ func (c *Conn) readDatagram() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	x.handling.Store(true)
 	now := c.now()
 	c.handle(x.ms[0].Buffer[:n], from, &x.h, now)
+	x.handling.Store(false)
 	return now, nil
 }
 

@@ -255,6 +255,9 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 			d := s.slot(seq)
 			h.frag, h.seq, h.tx = uint16(i), seq, s.tx
 			s.tx++
+			if c.sendHook != nil {
+				c.sendHook(seq, false, now)
+			}
 			putHeader(d, &h)
 			chunk := b[i*c.frag:]
 			if len(chunk) > c.frag {
@@ -451,6 +454,9 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64, paid
 		s.repair.spend(s.lens[i])
 		paid -= s.lens[i]
 		s.repairT[i] = now
+		if c.sendHook != nil {
+			c.sendHook(seq, true, now)
+		}
 		d := s.slot(seq)
 		markRepair(d)
 		if !c.cfg.UnicastRepair {

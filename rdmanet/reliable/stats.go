@@ -66,6 +66,11 @@ type Stats struct {
 	GapsFilled     uint64
 	RepairDelay    time.Duration
 	RepairDelayMax time.Duration
+	// NAKsHeld counts NAK rounds whose NAK, when due, waited because the
+	// conn had received datagrams it had not read yet (which may hold
+	// the repair, or what the NAK would ask for): it went once they were
+	// read, if still needed.
+	NAKsHeld uint64
 
 	// Unauthenticated counts datagrams dropped by a keyed conn (Config.Key)
 	// because their tag was wrong or missing; Replayed, those whose
@@ -125,6 +130,7 @@ type counters struct {
 	unauthenticated, replayed                     atomic.Uint64
 	sendersRefused, sendersEvicted, tooLong       atomic.Uint64
 	implausible, unsolicited, own                 atomic.Uint64
+	naksHeld                                      atomic.Uint64
 }
 
 // satAddCounter adds n to a, staying at the largest uint64 rather than
@@ -163,7 +169,7 @@ func (c *Conn) Stats() Stats {
 	st.Unsolicited, st.Own = s.unsolicited.Load(), s.own.Load()
 	st.RTT = c.rcv.maxRTT()
 	st.RepairBytes, st.RepairsRateLimited = s.repairBytes.Load(), s.rateLimited.Load()
-	st.GapsFilled = s.gapsFilled.Load()
+	st.GapsFilled, st.NAKsHeld = s.gapsFilled.Load(), s.naksHeld.Load()
 	if st.GapsFilled > 0 {
 		st.RepairDelay = time.Duration(s.repairDelaySum.Load() / st.GapsFilled)
 	}

@@ -1,0 +1,56 @@
+package reliable
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// setInputHook makes c's unread-input check (inputWaits) report what f
+// says; r.mu orders it with the timer loop, which reads it under r.mu.
+func setInputHook(c *Conn, f func() bool) {
+	c.rcv.mu.Lock()
+	c.inputHook = f
+	c.rcv.mu.Unlock()
+}
+
+// A NAK due while the conn has received datagrams it has not read yet
+// waits for them (they may hold the repair, or the datagram it would ask
+// for): counted in NAKsHeld, sent once the input is read if still
+// needed. A receiver whose input never runs dry still asks, its back-off
+// bound after the NAK was due. A forged sender sends messages 0 and 2:
+// message 1 is the gap.
+func TestNAKWaitsForUnreadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration // Config.NAKDelay: the back-off bound, and how long a NAK may be held
+		drain bool          // the input runs dry while the NAK is held
+	}{
+		{"drained", time.Second, true},
+		{"never-dry", 50 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := newGroup()
+			r := listenT(t, group, Config{NAKDelay: tc.delay})
+			var waits atomic.Bool
+			waits.Store(true)
+			setInputHook(r, waits.Load)
+			raw := rawConn(t, group)
+			send(t, raw, group, r, func(s Stats) uint64 { return uint64(s.Senders) }, dataDG(7, 0, 0, 0, 1, []byte("m0")))
+			_, err := raw.WriteTo(dataDG(7, 2, 2, 0, 1, []byte("m2")), group)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return r.Stats().NAKsHeld == 1 }, 10*time.Second, time.Millisecond,
+				"the NAK for message 1, due while input waits unread, is not held")
+			if tc.drain {
+				// Held for up to a second: nothing sent yet.
+				require.Zero(t, r.Stats().NAKsSent, "a NAK held for unread input was sent")
+				waits.Store(false)
+			}
+			require.Eventually(t, func() bool { return r.Stats().NAKsSent >= 1 }, 10*time.Second, time.Millisecond,
+				"the held NAK never went")
+			require.Equal(t, uint64(1), r.Stats().NAKsHeld, "one round, held once")
+		})
+	}
+}
