@@ -264,7 +264,7 @@ func (c *Conn) addrTarget(a *Addr) (target, error) {
 	if *a == (Addr{}) {
 		return target{}, errMissingAddr // the zero Addr: a WriteBatch message with none
 	}
-	if a.GID.IsZero() || a.QPN == 0 || a.QPN > 0xFFFFFF {
+	if a.GID.IsZero() || a.QPN == 0 || a.QPN >= 0xFFFFFF {
 		return target{}, &addrError{addr: a, why: "not a unicast UD address (need a GID and a QPN below 0xFFFFFF)"}
 	}
 	s := &c.wr
