@@ -48,6 +48,6 @@ bench-rxe2:
 # against the package's tests in a private namespace with
 # RDMANET_TEST_NFT=1 (internal/tools/mutate). Not in CI: every mutant of a
 # package takes hours; MUTATE_FLAGS="-n 20" samples 20 a package.
-MUTATE_PKGS ?= ./rdmanet ./rdmanet/reliable ./internal/verbs/soft ./internal/poller
+MUTATE_PKGS ?= ./rdmanet ./rdmanet/reliable ./internal/verbs/soft ./internal/roce ./internal/poller
 mutate:
 	$(GO) run ./internal/tools/mutate $(MUTATE_FLAGS) $(MUTATE_PKGS)
