@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // waitStat waits, bounded, until get(c.Stats()) reaches want: a counter
@@ -59,4 +61,21 @@ func TestOneLossCounts(t *testing.T) {
 	require.Positive(t, ls.RepairDelay, "lossy receiver: the round's delay")
 	require.Equal(t, ls.RepairDelay, ls.RepairDelayMax, "one round: its mean is its longest")
 	require.NotZero(t, ls.NAKsSent)
+}
+
+// A receiver that goes silent (a forged status, never repeated) is
+// forgotten after ReceiverTimeout, and counted once. (One that closes
+// says so and is not counted.)
+func TestReceiverTimedOutCounted(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{FlowControl: FlowMin, ReceiverTimeout: 50 * time.Millisecond})
+	raw := rawConn(t, group)
+	b := statusDG(9, tx.session, 0, 64)
+	_, err := raw.WriteBatch([]rdmanet.Message{{Buffer: b, Addr: tx.local}})
+	require.NoError(t, err)
+	waitReceivers(t, tx, 1)
+	// The sweep that forgets it runs about every ReceiverTimeout.
+	waitStat(t, tx, "sender: receivers timed out", func(s Stats) uint64 { return s.ReceiversTimedOut }, 1)
+	require.Zero(t, tx.Receivers())
+	require.Equal(t, uint64(1), tx.Stats().ReceiversTimedOut, "receivers forgotten; stats %+v", tx.Stats())
 }
