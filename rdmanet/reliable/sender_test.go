@@ -94,3 +94,27 @@ func TestCloseUnsentNoLinger(t *testing.T) {
 	require.Equal(t, before, c.Stats().Heartbeats, "heartbeats sent by Close of a conn that never sent")
 	require.Less(t, took, 2*time.Second, "Close of a conn that never sent")
 }
+
+// low, the window start a heartbeat announces, is the first message in
+// the window, an empty message (a datagram of a header only) as any
+// other: announcing a later one would make a receiver that misses it
+// skip it as lost instead of asking for it.
+func TestSenderLowEmptyMessages(t *testing.T) {
+	group := newGroup()
+	for _, size := range []int{0, 64} {
+		tx := listenT(t, group, Config{Window: 64})
+		low := func() (uint64, uint64) {
+			tx.snd.mu.Lock()
+			defer tx.snd.mu.Unlock()
+			return tx.snd.low()
+		}
+		seq, msg := low()
+		require.Equal(t, [2]uint64{0, 0}, [2]uint64{seq, msg}, "size %d: nothing sent", size)
+		writeN(t, tx, group, 0, 10, size)
+		seq, msg = low()
+		require.Equal(t, [2]uint64{0, 0}, [2]uint64{seq, msg}, "size %d: 10 sent, the window holds all", size)
+		writeN(t, tx, group, 10, 100, size)
+		seq, msg = low()
+		require.Equal(t, [2]uint64{36, 36}, [2]uint64{seq, msg}, "size %d: 100 sent, a window of 64", size)
+	}
+}
