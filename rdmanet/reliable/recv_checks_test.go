@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,4 +61,22 @@ func TestFragments(t *testing.T) {
 	}{{0, 0}, {1, 1}, {f - 1, 1}, {f, 1}, {f + 1, 2}, {2 * f, 2}, {2*f + 1, 3}, {2*f + 2, 3}} {
 		require.Equal(t, c.want, fragments(c.n, mtu), "fragments(%d, %d)", c.n, mtu)
 	}
+}
+
+// pending counts the senders whose NAK timer runs: a sender forgotten
+// (SenderTimeout) with none running leaves it at 0, not below (it picks
+// the timer loop's fine timer while a NAK is due).
+func TestPendingAfterSenderForgotten(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: 20 * time.Millisecond})
+	from := rdmanet.Addr{QPN: 0x4244}
+	inject(r, dataDG(79, 0, 0, 0, 1, []byte("m0")), from)
+	b, _, err := readMsg(t, r) // nothing queued: the sender may be forgotten
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	waitStat(t, r, "senders timed out", func(s Stats) uint64 { return s.SendersTimedOut }, 1)
+	r.rcv.mu.Lock()
+	pending := r.rcv.pending
+	r.rcv.mu.Unlock()
+	require.Zero(t, pending, "senders with a NAK timer running")
 }
