@@ -80,3 +80,28 @@ func TestPendingAfterSenderForgotten(t *testing.T) {
 	r.rcv.mu.Unlock()
 	require.Zero(t, pending, "senders with a NAK timer running")
 }
+
+// A data datagram says whether its sender runs FlowMin (flagFlowMin):
+// the receiver's statuses follow it, both ways.
+func TestDataFlowMinFlag(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	from := rdmanet.Addr{QPN: 0x4245}
+	flowMin := func() bool {
+		r.rcv.mu.Lock()
+		defer r.rcv.mu.Unlock()
+		for k, p := range r.rcv.peers {
+			if k.session == 80 {
+				return p.flowMin
+			}
+		}
+		t.Fatal("the sender is not tracked")
+		return false
+	}
+	for i, flags := range []uint8{flagFlowMin, 0, flagFlowMin} {
+		b := make([]byte, headerLen+2)
+		putHeader(b, &header{kind: kindData, flags: flags, session: 80, seq: uint64(i), msg: uint64(i), nfrag: 1})
+		inject(r, b, from)
+		require.Equal(t, flags != 0, flowMin(), "datagram %d, flags %#x", i, flags)
+	}
+}
