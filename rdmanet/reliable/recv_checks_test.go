@@ -105,3 +105,15 @@ func TestDataFlowMinFlag(t *testing.T) {
 		require.Equal(t, flags != 0, flowMin(), "datagram %d, flags %#x", i, flags)
 	}
 }
+
+// satAdd adds, or stays at the largest uint64 where the sum wraps;
+// adding 0 changes nothing.
+func TestSatAdd(t *testing.T) {
+	const top = ^uint64(0)
+	for _, c := range [][3]uint64{
+		{3, 4, 7}, {5, 0, 5}, {0, 0, 0}, {top, 0, top}, {top - 1, 1, top},
+		{top, 1, top}, {top - 5, 10, top}, {1 << 63, 1 << 63, top},
+	} {
+		require.Equal(t, c[2], satAdd(c[0], c[1]), "satAdd(%d, %d)", c[0], c[1])
+	}
+}
