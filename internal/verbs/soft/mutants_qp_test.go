@@ -68,3 +68,13 @@ func TestSocketBufferAsSet(t *testing.T) {
 		require.Equal(t, 64<<10, e.qp.SocketBuffer(recv), "recv %v", recv)
 	}
 }
+
+// The send CQ's channel has no fd and never has events to get.
+func TestSendChannelHasNoEvents(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	ch := e.qp.SendCQ().Channel()
+	require.Equal(t, -1, ch.Fd())
+	n, err := ch.GetEvents()
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
