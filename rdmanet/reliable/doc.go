@@ -243,9 +243,12 @@
 // is repaired or, where it left the sender's window, reported lost: not
 // skipped. A sender forgotten after SenderTimeout (silent, not closed)
 // is remembered as an evicted one: heard again, it resumes where it
-// was. These memories are bounded (4 MaxSenders senders, at least
-// 64; the least recently touched is forgotten first): a flood of forged
-// sessions can still push out a real sender's; a keyed group
+// was. These memories are bounded (4 MaxSenders senders, at least 64):
+// senders only ever refused are forgotten first, then the least recently
+// touched. A flood of forged sessions that are admitted and evicted in
+// turn can still push out a real sender's place; each place forgotten is
+// counted (Stats.SendersForgotten), since what that sender sent while not
+// tracked is then neither delivered nor reported. A keyed group
 // (Config.Key) keeps forgers out.
 //
 // What no sender sends is dropped and counted, never taken: a message

@@ -248,20 +248,36 @@ func (p *peer) idle() bool {
 		p.next >= p.high && p.longEnd == 0
 }
 
-// remember records m for key, making room by forgetting the memo least
-// recently touched when there are memoMax.
+// remember records m for key, making room when there are memoMax by
+// forgetting a memo: one of a sender only ever refused first (never
+// tracked: most likely a non-member's), else the one of a sender once
+// tracked; the least recently touched of the kind. A forgotten sender
+// heard again starts where it is heard: what it sent while not tracked is
+// neither repaired nor reported, so each is counted (SendersForgotten).
 func (r *receiver) remember(key peerKey, m memo) {
 	if _, ok := r.memos[key]; !ok && len(r.memos) >= r.memoMax {
 		var old peerKey
-		at, found := int64(0), false
+		var oldest memo
+		found := false
 		for k, o := range r.memos {
-			if !found || o.at < at {
-				old, at, found = k, o.at, true
+			if !found || forgetFirst(o, oldest) {
+				old, oldest, found = k, o, true
 			}
 		}
 		delete(r.memos, old)
+		r.c.stats.sendersForgotten.Add(1)
 	}
 	r.memos[key] = m
+}
+
+// forgetFirst reports whether memo a goes before memo b when one must be
+// forgotten: a refused sender's before a once-tracked one's, then the
+// least recently touched.
+func forgetFirst(a, b memo) bool {
+	if a.resume != b.resume {
+		return !a.resume
+	}
+	return a.at < b.at
 }
 
 // start places a new peer: at the message of the first datagram heard,

@@ -89,6 +89,14 @@ type Stats struct {
 	// (nothing unread, no gap, no NAK pending; the least recently heard
 	// first); one heard again resumes where it was.
 	SendersEvicted uint64
+	// SendersForgotten counts senders whose place was forgotten: more
+	// senders were refused or evicted than this conn remembers (4
+	// MaxSenders, at least 64; those only ever refused go first). One
+	// heard again starts where it is heard, and what it sent while not
+	// tracked is neither delivered nor reported lost: nonzero means such
+	// a loss may have happened. Many non-members on the group cause it;
+	// a keyed group (Config.Key) keeps them out.
+	SendersForgotten uint64
 	// TooLong counts data datagrams of messages with more fragments
 	// than this conn's MaxMessage allows: they are not reassembled, and
 	// the message is reported lost at its place (a *LossError).
@@ -130,7 +138,7 @@ type counters struct {
 	unauthenticated, replayed                     atomic.Uint64
 	sendersRefused, sendersEvicted, tooLong       atomic.Uint64
 	implausible, unsolicited, own                 atomic.Uint64
-	naksHeld                                      atomic.Uint64
+	naksHeld, sendersForgotten                    atomic.Uint64
 }
 
 // satAddCounter adds n to a, staying at the largest uint64 rather than
@@ -165,6 +173,7 @@ func (c *Conn) Stats() Stats {
 		Malformed: s.malformed.Load(), Foreign: s.foreign.Load(),
 	}
 	st.SendersRefused, st.SendersEvicted = s.sendersRefused.Load(), s.sendersEvicted.Load()
+	st.SendersForgotten = s.sendersForgotten.Load()
 	st.TooLong, st.Implausible = s.tooLong.Load(), s.implausible.Load()
 	st.Unsolicited, st.Own = s.unsolicited.Load(), s.own.Load()
 	st.RTT = c.rcv.maxRTT()
