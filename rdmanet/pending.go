@@ -33,7 +33,9 @@ func (c *Conn) unread() (pending, known bool) {
 		}
 	}
 	if u, ok := c.qp.RecvCQ().(verbs.UnreadCQ); ok {
-		return u.Unread(), true
+		if pending, known := u.Unread(); known {
+			return pending, true
+		}
 	}
 	if !locked {
 		return false, false

@@ -13,17 +13,17 @@ var _ verbs.UnreadCQ = (*recvCQ)(nil)
 // Unread reports whether the next Poll would find datagrams: what the
 // last GRO read left (gro.go), or a datagram queued on either socket, as
 // poll(2) with no timeout sees them. It takes nothing from the sockets;
-// c.mu keeps the fds from closing under it.
-func (c *recvCQ) Unread() bool {
+// c.mu keeps the fds from closing under it. It always knows.
+func (c *recvCQ) Unread() (pending, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return false, true
 	}
 	if c.gro.pending() {
-		return true
+		return true, true
 	}
 	pfd := [2]unix.PollFd{{Fd: int32(c.q.mcFd), Events: unix.POLLIN}, {Fd: int32(c.q.uniFd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd[:], 0)
-	return err == nil && n > 0 && (pfd[0].Revents|pfd[1].Revents)&unix.POLLIN != 0
+	return err == nil && n > 0 && (pfd[0].Revents|pfd[1].Revents)&unix.POLLIN != 0, true
 }
