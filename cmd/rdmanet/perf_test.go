@@ -289,7 +289,9 @@ func TestPerfProgress(t *testing.T) {
 	_, errOut, code := runCmd(t, "/", "perf", "throughput", "-backend", "software", "-duration", "2300ms", "-rate", "20000",
 		"-progress", "100ms", "-json", "-group", perfGroup())
 	require.Equal(t, 0, code, errOut)
-	assert.Regexp(t, `(?m)^perf throughput:\s+2\.\d+s  sent \d+ \([0-9.]+k/s\)  rx1 \d+$`, errOut)
+	// The rate is 20k/s when the machine keeps up, under 10k ("3600/s",
+	// fmtCount) on a loaded one: the line's form is what is checked.
+	assert.Regexp(t, `(?m)^perf throughput:\s+2\.\d+s  sent \d+ \(([0-9.]+k|\d+)/s\)  rx1 \d+$`, errOut)
 	assert.NotContains(t, errOut, " 1.9s", "nothing before 2 s")
 }
 
