@@ -267,6 +267,10 @@ func (c *Conn) Groups() []Addr {
 	return out
 }
 
+// rejoinAfter is time.After for rejoin's back-off; a test sees the
+// back-offs through it.
+var rejoinAfter = time.After
+
 // rejoin leaves and joins a group again after a MULTICAST_ERROR, with
 // exponential backoff, until it succeeds, the group is left, or the conn
 // closes.
@@ -284,7 +288,7 @@ func (c *Conn) rejoin(mgid ipoib.GID) {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-rejoinAfter(backoff):
 		}
 		if backoff < time.Second {
 			backoff *= 2

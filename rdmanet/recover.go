@@ -46,6 +46,10 @@ var (
 // recoverRetry is how long a failed reset waits before the next try.
 const recoverRetry = 100 * time.Millisecond
 
+// recoverAfter is time.After for recoverLoop's wait; a test sees the
+// waits through it.
+var recoverAfter = time.After
+
 // recoverState is the fault state of a conn.
 type recoverState struct {
 	down    atomic.Bool  // PORT_ERR seen, PORT_ACTIVE not yet
@@ -152,7 +156,7 @@ func (c *Conn) recoverLoop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-recoverAfter(wait):
 		}
 	}
 }
