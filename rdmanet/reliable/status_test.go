@@ -17,7 +17,9 @@ import (
 func TestStatusDueAtAQuarter(t *testing.T) {
 	group := newGroup()
 	const rw = 64
-	c := listenT(t, group, Config{RecvWindow: rw, StatusInterval: time.Hour})
+	// MaxMessage 8 KiB: RecvWindow's floor (two largest messages) stays
+	// under rw at MTU 1024 too (rxe).
+	c := listenT(t, group, Config{RecvWindow: rw, MaxMessage: 8 << 10, StatusInterval: time.Hour})
 	raw := rawConn(t, group) // where the status goes
 	r := &c.rcv
 	r.mu.Lock()
