@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/go-rdma/rdmanet/internal/perf"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
@@ -125,12 +126,12 @@ func nextGroup() *net.UDPAddr {
 // ---- rdmanet ----
 
 // benchConfig is the software backend on loopback, or, in the Soft-RoCE VM
-// (RDMANET_TEST_DEVICE and RDMANET_TEST_ADDR set), rdma-core on that
+// (testenv.Device and Addr set), rdma-core on that
 // device, to set beside the harness's ib_send_bw run.
 func benchConfig() rdmanet.ListenConfig {
-	if dev := os.Getenv("RDMANET_TEST_DEVICE"); dev != "" {
+	if dev := testenv.Device(); dev != "" {
 		// A UD QP's receive ring is all the buffering it has.
-		return rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, Device: dev, LocalAddr: net.ParseIP(os.Getenv("RDMANET_TEST_ADDR")), RecvDepth: 2048}
+		return rdmanet.ListenConfig{Backend: rdmanet.BackendRDMACore, Device: dev, LocalAddr: net.ParseIP(testenv.Addr()), RecvDepth: 2048}
 	}
 	return rdmanet.ListenConfig{Backend: rdmanet.BackendSoftware}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,9 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-rdma/rdmanet/internal/perf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/perf"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // ---- the histogram as text, the formatters (the tallies are internal/perf's) ----
@@ -414,27 +415,21 @@ func TestPerfHelp(t *testing.T) {
 }
 
 // TestPerfDevice runs the throughput test over a real RDMA device (rxe in
-// the test VM: make test-rxe). Unset RDMANET_TEST_DEVICE skips; set, a
-// missing device fails.
+// the test VM: make test-rxe). No testenv.Device skips; one named but
+// missing fails.
 // softwareHere skips tests of the software backend on loopback inside the
 // Soft-RoCE VM, where rxe holds UDP port 4791 in this namespace; they run
 // in every `go test ./...` outside it.
 func softwareHere(t *testing.T) {
 	t.Helper()
-	if os.Getenv("RDMANET_TEST_DEVICE") != "" {
+	if testenv.Device() != "" {
 		t.Skip("software backend on loopback: runs outside the rxe VM, where rxe holds UDP 4791")
 	}
 }
 
 func TestPerfDevice(t *testing.T) {
-	dev := os.Getenv("RDMANET_TEST_DEVICE")
-	if dev == "" {
-		t.Skip("no RDMA device: run `make test-rxe`")
-	}
-	addr := os.Getenv("RDMANET_TEST_ADDR")
-	require.NotEmpty(t, addr, "RDMANET_TEST_ADDR must name the device's IPv4 address")
-	_, err := os.Stat(filepath.Join("/sys/class/infiniband", dev))
-	require.NoError(t, err, "RDMANET_TEST_DEVICE=%s but the device is missing", dev)
+	testenv.NeedDevice(t) // skips without a device, fails when it is missing
+	dev, addr := testenv.Device(), testenv.Addr()
 	for _, size := range []string{"64", "1024"} {
 		r := runPerfJSON(t, "throughput", "-backend", "rdma-core", "-device", dev, "-bind", addr, "-size", size,
 			"-count", "20000", "-progress", "0")

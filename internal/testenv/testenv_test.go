@@ -10,17 +10,13 @@ import (
 )
 
 // notYet are the files that still name RDMANET_TEST_* variables
-// themselves (the two-host suite, the perf tests, rdmacore's device
-// tests); each should read them through this package and leave the list.
+// themselves (the two-host suite); each should read them through this package and leave the list.
 var notYet = map[string]bool{
-	"bench_test.go":                          true,
-	"cmd/rdmanet/perf_test.go":               true,
-	"internal/verbs/rdmacore/device_test.go": true,
-	"test/rxevm/twohost/bench_test.go":       true,
-	"test/rxevm/twohost/diag_test.go":        true,
-	"test/rxevm/twohost/env_test.go":         true,
-	"test/rxevm/twohost/helpers_test.go":     true,
-	"test/rxevm/twohost/sysmon_test.go":      true,
+	"test/rxevm/twohost/bench_test.go":   true,
+	"test/rxevm/twohost/diag_test.go":    true,
+	"test/rxevm/twohost/env_test.go":     true,
+	"test/rxevm/twohost/helpers_test.go": true,
+	"test/rxevm/twohost/sysmon_test.go":  true,
 	// The mutation tool sets RDMANET_TEST_NFT=1 for the tests it runs,
 	// as CI's script does; it is no test.
 	"internal/tools/mutate/main.go": true,

@@ -19,12 +19,13 @@ import (
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/infiniband/sysfs"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
-// Device tests run when RDMANET_TEST_DEVICE names a device (rxe0 in
-// `make test-rxe`) and RDMANET_TEST_ADDR its address; set but missing is
-// a failure, not a skip.
+// Device tests run when testenv.Device names a device (rxe0 in
+// `make test-rxe`) and testenv.Addr its address; named but missing is a
+// failure, not a skip.
 
 type testDev struct {
 	p    verbs.Provider
@@ -34,17 +35,15 @@ type testDev struct {
 
 func needDevice(t *testing.T) testDev {
 	t.Helper()
-	name := os.Getenv("RDMANET_TEST_DEVICE")
-	if name == "" {
-		t.Skip("no RDMA device: run `make test-rxe`")
-	}
-	addr := net.ParseIP(os.Getenv("RDMANET_TEST_ADDR"))
+	testenv.NeedDevice(t) // skips without a device, fails when it is missing
+	name := testenv.Device()
+	addr := net.ParseIP(testenv.Addr())
 	if addr == nil {
-		t.Fatalf("RDMANET_TEST_DEVICE=%s needs RDMANET_TEST_ADDR (the device's IP address), got %q", name, os.Getenv("RDMANET_TEST_ADDR"))
+		t.Fatalf("%s=%s needs %s (the device's IP address), got %q", testenv.EnvDevice, name, testenv.EnvAddr, testenv.Addr())
 	}
 	p := rdmaCore(t)
 	if err := p.Available(); err != nil {
-		t.Fatalf("RDMANET_TEST_DEVICE=%s but rdma-core is not available: %v", name, err)
+		t.Fatalf("%s=%s but rdma-core is not available: %v", testenv.EnvDevice, name, err)
 	}
 	devs, err := p.Devices()
 	require.NoError(t, err)
@@ -53,7 +52,7 @@ func needDevice(t *testing.T) testDev {
 			return testDev{p: p, name: name, addr: addr}
 		}
 	}
-	t.Fatalf("RDMANET_TEST_DEVICE=%s not found; devices: %+v", name, devs)
+	t.Fatalf("%s=%s not found; devices: %+v", testenv.EnvDevice, name, devs)
 	return testDev{}
 }
 
