@@ -86,7 +86,10 @@ func TestRepairCredit(t *testing.T) {
 // status intervals, here 4 s).
 func TestCloseUnsentNoLinger(t *testing.T) {
 	group := newGroup()
-	c := listenT(t, group, Config{Linger: 10 * time.Second, StatusInterval: time.Second})
+	// Idle heartbeats run from Listen (100 µs, doubling): a second apart
+	// here, so that one counted is Close's.
+	c := listenT(t, group, Config{Linger: 10 * time.Second, StatusInterval: time.Second,
+		HeartbeatInterval: time.Second, HeartbeatMax: time.Minute})
 	before := c.Stats().Heartbeats
 	start := time.Now()
 	require.NoError(t, c.Close())
