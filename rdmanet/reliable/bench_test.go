@@ -469,7 +469,7 @@ func benchLatency(b *testing.B, reliable, sendOnly bool, loss int) {
 		}
 		b.ReportMetric(float64(lost), "lost")
 		// The receivers' smoothed round trip to the sender, from a NAK's
-		// first try to the repair of what it asked for (recv.go): the
+		// first try to the repair of what it asked for (naks.go): the
 		// time a lost datagram's repair takes, less the gap's detection
 		// and the NAK's random delay.
 		var rtt, nrtt int64

@@ -7,7 +7,7 @@ import (
 
 // Feedback: when a receiver asks for what it missed. The decisions are
 // pure functions of a clock reading and a random draw, so that the
-// receiver (recv.go) and the virtual-clock simulation
+// receiver (naks.go) and the virtual-clock simulation
 // (feedback_sim_test.go) run the same code.
 //
 // Every receiver that lost a multicast datagram finds the gap at about the
@@ -167,7 +167,7 @@ type nakTimer struct {
 	later   int64  // when a gap at or past end was first seen in this round; 0: none
 	tries   int    // NAKs sent this round
 	late    bool   // the first NAK's back-off was drawn again (late)
-	held    bool   // a NAK due waited for unread input (recv.go: tick)
+	held    bool   // a NAK due waited for unread input (naks.go, recv.go: tick)
 	lastAt  int64  // when the last NAK went
 	echo    uint16 // the transmission number it echoed
 	sentAt  int64  // when the round's first NAK went, for the round trip; 0: none

@@ -17,12 +17,12 @@ import (
 // one drop on a shared link or at the sender) or for each with
 // probability p (independent); the next datagram shows the gap, NAKs
 // and repairs are lost at the same rate, and the sender answers as
-// send.go does: a NAK that echoes a transmission number older than the
+// repair.go does: a NAK that echoes a transmission number older than the
 // last repair's, or that comes within RepairLinger of it, is not
 // answered (the repair is on its way). A receiver that lost the repair
 // hears a later transmission number with the next datagram. Round trips
 // are learnt by each receiver from its own NAKs, from InitialRTT, across
-// the trials (as recv.go does).
+// the trials (as naks.go does).
 
 type simModel struct {
 	n          int

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A receiver's per-sender bookkeeping (recv.go, ring.go), piece by
+// A receiver's per-sender bookkeeping (senders.go, ring.go), piece by
 // piece: what it keeps of the sender's transmission numbers, and where a
 // seq lands in its ring.
 
