@@ -64,9 +64,14 @@ func (s *sender) setUnder(dl int64) {
 		return
 	}
 	d.under = dl
-	var t time.Time
-	if dl != 0 {
-		t = time.Unix(0, dl)
+	s.c.conn.SetWriteDeadline(deadlineTime(dl))
+}
+
+// deadlineTime converts a deadline kept as unix nanoseconds (0: none)
+// into the time.Time that SetReadDeadline and SetWriteDeadline take.
+func deadlineTime(dl int64) time.Time {
+	if dl == 0 {
+		return time.Time{}
 	}
-	s.c.conn.SetWriteDeadline(t)
+	return time.Unix(0, dl)
 }

@@ -84,11 +84,7 @@ func (c *Conn) setDeadlineLocked(dl int64) {
 		return
 	}
 	x.dl = dl
-	var t time.Time
-	if dl != 0 {
-		t = time.Unix(0, dl)
-	}
-	c.conn.SetReadDeadline(t)
+	c.conn.SetReadDeadline(deadlineTime(dl))
 }
 
 // rxEnter and rxLeave bracket a ReadFrom or ReadBatch.
