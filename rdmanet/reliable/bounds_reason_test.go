@@ -1,0 +1,42 @@
+package reliable
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A refused value names the reason of a narrowed bound only when that
+// bound is the one refused: a narrowing function whose floor equals the
+// static floor does not narrow, and the error gives no reason. The
+// messages are compared whole (TestConfigBounds checks prefixes).
+func TestConfigBoundsReasonOnlyWhenNarrowed(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		// Two largest messages of 8 datagrams: 16, the static floor.
+		{"Window floor equal", Config{Window: 15, MaxMessage: 8 * 996},
+			"reliable: Config.Window 15 is under the floor 16"},
+		{"RecvWindow floor equal", Config{RecvWindow: 15, MaxMessage: 8 * 996},
+			"reliable: Config.RecvWindow 15 is under the floor 16"},
+		// HeartbeatInterval 1 ms: HeartbeatMax's floor, as its static one.
+		{"HeartbeatMax floor equal", Config{HeartbeatInterval: ms, HeartbeatMax: 999 * time.Microsecond},
+			"reliable: Config.HeartbeatMax 999µs is under the floor 1ms"},
+		{"HeartbeatMax over, floor equal", Config{HeartbeatInterval: ms, HeartbeatMax: time.Hour},
+			"reliable: Config.HeartbeatMax 1h0m0s is over the limit 1m0s"},
+		// One datagram more: the narrowed floor, with its reason.
+		{"Window floor narrowed", Config{Window: 17, MaxMessage: 9 * 996},
+			"reliable: Config.Window 17 is under the floor 18 (two largest messages: MaxMessage 8964 is 9 datagrams at MTU 1024)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			err := cfg.setDefaults(1024)
+			require.Error(t, err)
+			require.Equal(t, tc.want, err.Error())
+		})
+	}
+}
