@@ -75,6 +75,7 @@ func (c *stuckCQ) GetEvents() (int, error)      { return 0, nil }
 func (c *stuckCQ) AckEvents(int)                {}
 func (c *stuckCQ) Arm() error                   { return nil }
 func (c *stuckCQ) Drain() (int, error)          { return 0, nil }
+func (c *stuckCQ) Unread() (bool, bool)         { return false, true }
 
 // NewWaiter waits on the eventfd, which nothing writes.
 func (c *stuckCQ) NewWaiter(time.Duration) (verbs.CQWaiter, error) {

@@ -1,9 +1,6 @@
 package rdmanet
 
-import (
-	"github.com/go-rdma/rdmanet/internal/verbs"
-	"github.com/go-rdma/rdmanet/rdmanet/internal/unread"
-)
+import "github.com/go-rdma/rdmanet/rdmanet/internal/unread"
 
 func init() {
 	unread.Check = func(conn any) (bool, bool) { return conn.(*Conn).unread() }
@@ -15,7 +12,7 @@ func init() {
 //
 // In order: completions polled and not yet handed out (a ReadBatch
 // shorter than them left the rest); then what the receive CQ holds,
-// where the provider can look without taking anything (verbs.UnreadCQ:
+// where the provider can look without taking anything (the CQ's Unread:
 // the software provider's sockets); else, when no read is in progress,
 // one poll of the CQ, whose completions stay pending for the next read
 // (rdma-core: ibv_poll_cq). While a read holds the CQ on rdma-core
@@ -32,10 +29,8 @@ func (c *Conn) unread() (pending, known bool) {
 			return true, true
 		}
 	}
-	if u, ok := c.qp.RecvCQ().(verbs.UnreadCQ); ok {
-		if pending, known := u.Unread(); known {
-			return pending, true
-		}
+	if pending, known := c.qp.RecvCQ().Unread(); known {
+		return pending, true
 	}
 	if !locked {
 		return false, false

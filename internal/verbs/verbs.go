@@ -318,6 +318,17 @@ type CQ interface {
 	// Channel is the CQ's completion channel (the waiter's and the
 	// provider tests' business).
 	Channel() Channel
+	// Unread reports, without taking anything from the CQ, whether the
+	// next Poll would find completions (pending), and whether the CQ can
+	// tell at all (known). The software provider's CQs can: a receive
+	// CQ's datagrams wait in its sockets' receive queues until Poll reads
+	// them (or a read already took them and the CQ has not completed
+	// them yet), a send CQ's completions in its ring. rdma-core's cannot:
+	// ibv_poll_cq takes the completions it finds, and no verb only
+	// looks, so it answers known false (the caller may poll and keep
+	// what it finds). Pending is false once the CQ is closed. It may be
+	// called from any goroutine, also while a waiter sleeps on the CQ.
+	Unread() (pending, known bool)
 }
 
 // CQWaiter waits for one CQ's completions: in the Go runtime's netpoller

@@ -194,8 +194,6 @@ func (ch *compChannel) AckEvents(n int) {
 	}
 }
 
-var _ verbs.UnreadCQ = (*cq)(nil)
-
 // Unread cannot tell: ibv_poll_cq takes the completions it finds and no
 // verb only looks, so it answers known false (rdmanet then polls and
 // keeps what it finds for the next read).

@@ -4,11 +4,7 @@ package soft
 
 import (
 	"golang.org/x/sys/unix"
-
-	"github.com/go-rdma/rdmanet/internal/verbs"
 )
-
-var _ verbs.UnreadCQ = (*recvCQ)(nil)
 
 // Unread reports whether the next Poll would find datagrams: what the
 // last GRO read left (gro.go), or a datagram queued on either socket, as
@@ -27,3 +23,6 @@ func (c *recvCQ) Unread() (pending, known bool) {
 	n, err := unix.Poll(pfd[:], 0)
 	return err == nil && n > 0 && (pfd[0].Revents|pfd[1].Revents)&unix.POLLIN != 0, true
 }
+
+// Unread reports whether the send CQ holds completions; it always knows.
+func (c *sendCQ) Unread() (pending, known bool) { return c.queued.Load() > 0, true }
