@@ -171,6 +171,10 @@ type RxTally struct {
 	// First and Last are when the first and the last numbered messages
 	// were read.
 	First, Last time.Time
+	// FirstRead is how many numbered messages the first read that
+	// brought any carried: a rate from First to Last counts only those
+	// after them (Received - FirstRead), the ones that took that time.
+	FirstRead uint64
 	// Progress is Received, for another goroutine to read meanwhile.
 	Progress atomic.Uint64
 }
@@ -183,7 +187,9 @@ var ErrNoMessage = errors.New("perf: no message")
 // Recv, more: RecvBatch) of up to Size bytes and counts them, until a
 // marker comes, Limit messages came (0: no limit), nothing came for Quiet
 // after the first (0: no deadline), or (FirstWait > 0) nothing at all
-// came within FirstWait.
+// came within FirstWait. The quiet deadline is moved at most every
+// Quiet/4, on a read that brought messages, not on every read: the run
+// ends between 3/4 Quiet and Quiet after the last message.
 //
 // Its buffers are made on the first Run and kept for the next, so that a
 // benchmark can warm up with one Run and time another without
@@ -195,8 +201,12 @@ type Receiver struct {
 	Limit       uint64
 	Quiet       time.Duration
 	FirstWait   time.Duration
-	bufs        [][]byte
-	ns          []int
+	// OnFirst, if set, is called once a Run, after the first read that
+	// brought numbered messages: where a benchmark starts counting what
+	// the stream costs.
+	OnFirst func()
+	bufs    [][]byte
+	ns      []int
 }
 
 // buffers returns Batch buffers of Size bytes (at least MarkerSize) and
@@ -252,12 +262,16 @@ func (r *Receiver) Run(rx Endpoint, t *RxTally) error {
 		}
 		done, got := t.count(bufs[:n], ns[:n])
 		if got > 0 {
-			if t.First.IsZero() {
-				t.First = now
+			first := t.First.IsZero()
+			if first {
+				t.First, t.FirstRead = now, got
 			}
 			t.Last = now
 			t.Received += got
 			t.Progress.Store(t.Received)
+			if first && r.OnFirst != nil {
+				r.OnFirst()
+			}
 		}
 		if done || (r.Limit > 0 && t.Received >= r.Limit) {
 			return nil

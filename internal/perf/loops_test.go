@@ -211,6 +211,40 @@ func TestReceiverTally(t *testing.T) {
 	}
 }
 
+// FirstRead is what the first read that brought numbered messages
+// carried (a short datagram ahead of them not counted), and OnFirst runs
+// once, right after that read: a rate leaves out what was queued before
+// its clock started.
+func TestReceiverFirstRead(t *testing.T) {
+	for _, tc := range []struct {
+		batch int
+		first uint64
+	}{{1, 1}, {8, 3}} {
+		tx, rx := newPipe()
+		require.NoError(t, tx.Send([]byte("short")))
+		for i := range uint64(3) {
+			require.NoError(t, tx.Send(msg(i, 64)))
+		}
+		var tl RxTally
+		var calls int
+		var atFirst uint64
+		r := &Receiver{Size: 64, Batch: tc.batch, Quiet: time.Second, FirstWait: 5 * time.Second, OnFirst: func() {
+			calls++
+			atFirst = tl.Received
+			for i := range uint64(5) { // the rest of the stream, after the first read
+				require.NoError(t, tx.Send(msg(3+i, 64)))
+			}
+			require.NoError(t, tx.Send(marker(8)))
+		}}
+		require.NoError(t, r.Run(rx, &tl))
+		assert.Equal(t, 1, calls, "batch %d: OnFirst calls", tc.batch)
+		assert.Equal(t, tc.first, tl.FirstRead, "batch %d", tc.batch)
+		assert.Equal(t, tc.first, atFirst, "batch %d: received when OnFirst ran", tc.batch)
+		assert.Equal(t, uint64(8), tl.Received, "batch %d", tc.batch)
+		assert.Equal(t, uint64(1), tl.Bad, "batch %d", tc.batch)
+	}
+}
+
 func TestReceiverEnds(t *testing.T) {
 	t.Run("limit", func(t *testing.T) {
 		tx, rx := newPipe()

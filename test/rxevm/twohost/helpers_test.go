@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/internal/perf"
 	"github.com/go-rdma/rdmanet/internal/poller"
 	"github.com/go-rdma/rdmanet/internal/verbs/rdmacore"
 	"github.com/go-rdma/rdmanet/rdmanet"
@@ -40,10 +40,6 @@ const envHelper = "RDMANET_TWOHOST_HELPER"
 // envEagerDrain=1 gives a helper's conns the eager drain pattern
 // (poller.SetEagerDrain): the benchmark's eager-drain rows.
 const envEagerDrain = "RDMANET_TWOHOST_EAGER_DRAIN"
-
-// rateDeadlineEvery: the rate role moves its idle deadline on every this
-// many messages (a few ms of a flood, against an idle of 1 s).
-const rateDeadlineEvery = 256
 
 func TestMain(m *testing.M) {
 	if role := os.Getenv(envHelper); role != "" {
@@ -435,11 +431,12 @@ func helperSink(h *helperFlags) error {
 }
 
 // helperRate counts what arrives on -group or at its conn's own address
-// (READY prints it) -batch at a time, and prints the receive rate from the
-// first to the last message once nothing came for -idle, or -n arrived.
-// Per read it takes the clock once; the idle deadline is moved on every
-// rateDeadlineEvery messages (under TCG a deadline costs several
-// microseconds: perftest's receiver pays nothing like it).
+// (READY prints it) -batch at a time (perf.Receiver: 1 with ReadFromAddr,
+// more with ReadBatch), and prints the receive rate from the first to the
+// last message once nothing came for -idle, or -n arrived. Per read the
+// loop takes the clock once and moves the idle deadline at most every
+// idle/4 (under TCG a deadline costs several microseconds: perftest's
+// receiver pays nothing like it). Nothing within 60 s fails the role.
 func helperRate(h *helperFlags) error {
 	g := &net.UDPAddr{IP: net.ParseIP(h.group)}
 	c, err := h.listen(g, false)
@@ -447,9 +444,9 @@ func helperRate(h *helperFlags) error {
 		return err
 	}
 	defer c.Close()
-	ms := make([]rdmanet.Message, h.batch)
-	for i := range ms {
-		ms[i].Buffer = make([]byte, 4096)
+	rx, err := perf.NewRDMA(c, nil)
+	if err != nil {
+		return err
 	}
 	var prof bytes.Buffer
 	if h.cpuprofile {
@@ -457,47 +454,27 @@ func helperRate(h *helperFlags) error {
 			return err
 		}
 	}
-	fmt.Printf("READY %v\n", c.LocalAddr())
-	var first, last time.Time
-	got, firstBatch, moved := 0, 0, 0
 	var before procThreads
 	var crossed uint64
 	diag := os.Getenv("RDMANET_TEST_BENCH_DIAG") != ""
-	c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for got < h.n {
-		k, err := c.ReadBatch(ms)
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			return err
-		}
-		last = time.Now()
-		if got == 0 {
-			first, firstBatch = last, k
-			if diag {
-				before, crossed = threadSnapshot(), rdmacore.Crossings()
-			}
-		}
-		got += k
-		if got == k || got-moved >= rateDeadlineEvery {
-			c.SetReadDeadline(last.Add(h.idle))
-			moved = got
-		}
+	r := perf.Receiver{Size: 4096, Batch: h.batch, Limit: uint64(h.n), Quiet: h.idle, FirstWait: 60 * time.Second}
+	if diag {
+		r.OnFirst = func() { before, crossed = threadSnapshot(), rdmacore.Crossings() }
 	}
+	fmt.Printf("READY %v\n", c.LocalAddr())
+	var tl perf.RxTally
+	if err := r.Run(rx, &tl); err != nil {
+		return err
+	}
+	el := tl.Last.Sub(tl.First)
 	if diag && before != nil {
-		diagSince("rate-receiver", before, got, last.Sub(first))
-		fmt.Printf("RXEVM-DIAG rate-receiver crossings/msg=%.3f\n", float64(rdmacore.Crossings()-crossed)/float64(got))
+		diagSince("rate-receiver", before, int(tl.Received), el)
+		fmt.Printf("RXEVM-DIAG rate-receiver crossings/msg=%.3f\n", float64(rdmacore.Crossings()-crossed)/float64(tl.Received))
 		st := c.Stats()
 		fmt.Printf("RXEVM-DIAG rate-receiver stats %+v\n", st)
 	}
-	secs := last.Sub(first).Seconds()
-	rate := 0.0
-	if secs > 0 {
-		// The messages after the first batch, over the time they took.
-		rate = float64(got-firstBatch) / secs
-	}
-	fmt.Printf("RESULT got=%d secs=%.3f msgs_per_s=%.0f\n", got, secs, rate)
+	// The messages after the first read, over the time they took.
+	fmt.Printf("RESULT got=%d secs=%.3f msgs_per_s=%.0f\n", tl.Received, el.Seconds(), perf.Rate(tl.Received-tl.FirstRead, el))
 	if h.cpuprofile {
 		pprof.StopCPUProfile()
 		printBase64("PPROF", prof.Bytes())
