@@ -316,7 +316,8 @@
 // Every datagram starts with a 28-byte header, big-endian:
 //
 //	byte  0     version (high nibble, 1) | kind (low nibble)
-//	byte  1     flags: 0x1 repair, 0x2 sender runs FlowMin, 0x4 fin,
+//	byte  1     flags: 0x1 repair (data) or a write waits for status
+//	            (heartbeat), 0x2 sender runs FlowMin, 0x4 fin,
 //	            0x8 keyed (the 24-byte trailer of Authentication follows
 //	            the payload); bits 4-7 (data, heartbeat): the sender's
 //	            group size, ceil(log2 receivers), 0 for one or none (zero

@@ -127,20 +127,49 @@ func (r *receiver) statusDue(p *peer, now int64) {
 	}
 }
 
-// statusEvery is how often a receiver reports to a sender unasked:
-// every StatusInterval to a FlowMin sender, which may be waiting for it;
-// to a FlowMax sender, which never waits, only often enough to stay known
-// (a quarter of ReceiverTimeout, at least StatusInterval). That sender
-// also hears a receiver's status when it first hears the sender and when
-// a fin heartbeat asks at Close. Every status wakes the sender's receive
-// loop: at a millisecond each, three receivers' status was a tenth of
-// the CPU a 50k msgs/s stream left over (the latency benchmark).
+// statusEvery is how often a receiver reports to a sender unasked. To a
+// FlowMin sender, which keeps the positions of its live receivers, a
+// quarter of ReceiverTimeout (at least StatusInterval); what it waits
+// for comes otherwise, as statusDue's reports when the position and the
+// room move on and answerHeartbeat's to its heartbeats while a write
+// waits. A FlowMax sender needs no positions, and a receiver it knows
+// stays known by the receiver's own heartbeats (sender.heard): it is
+// reported to when first heard, at its Close, and once a
+// ReceiverTimeout, so that a first report lost on the way is made good.
+// That holds while this conn's heartbeats come at least twice a
+// ReceiverTimeout; otherwise it reports every ReceiverTimeout/4 too.
+//
+// Every member is a sender to the others: a report to each every
+// ReceiverTimeout/4 came to 33,000 a second among 65 members, and with
+// one every StatusInterval to a FlowMin sender, 64 receivers spent a
+// third of their CPU sending status (BenchmarkFeedback).
 func (r *receiver) statusEvery(p *peer) int64 {
-	every := int64(r.c.cfg.StatusInterval)
-	if !p.flowMin {
-		every = max(every, int64(r.c.cfg.ReceiverTimeout)/4)
+	cfg := &r.c.cfg
+	every := int64(cfg.ReceiverTimeout) / 4
+	if !p.flowMin && 2*cfg.HeartbeatMax <= cfg.ReceiverTimeout {
+		every = int64(cfg.ReceiverTimeout)
 	}
-	return every
+	return max(int64(cfg.StatusInterval), every)
+}
+
+// answerHeartbeat answers a FlowMin sender's heartbeat sent while a
+// write waits for the receivers' status (flagWait), when this receiver
+// has news for it (its position or its room moved since its last
+// report), or its last report is 4 StatusIntervals old and may have been
+// lost on the way. At most once a StatusInterval: a heartbeat heard
+// sooner leaves the answer to the timer loop (statusOwed).
+func (r *receiver) answerHeartbeat(p *peer, now int64) {
+	every := int64(r.c.cfg.StatusInterval)
+	moved := p.contig != p.statusPos || p.next+r.rw != p.statusLim
+	switch {
+	case !moved && now-p.statusAt < 4*every:
+	case now-p.statusAt >= every:
+		r.sendStatus(p, now)
+	case !p.statusOwed:
+		p.statusOwed = true
+		r.owed++
+		r.c.kickTimers() // its due is new
+	}
 }
 
 func (r *receiver) sendStatus(p *peer, now int64) {
@@ -153,4 +182,8 @@ func (r *receiver) sendStatus(p *peer, now int64) {
 		c.stats.statusSent.Add(1)
 	}
 	p.statusPos, p.statusLim, p.statusAt = p.contig, p.next+r.rw, now
+	if p.statusOwed {
+		p.statusOwed = false
+		r.owed--
+	}
 }

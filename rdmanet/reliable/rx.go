@@ -143,10 +143,10 @@ func (c *Conn) rxGiveBack(now int64, force bool) int64 {
 		return 0
 	}
 	if !force && x.in {
-		// In ReadFrom, the reader reads: its leaving arms nothing, and
-		// the next tick looks again.
+		// In ReadFrom, the reader reads: its leaving arms nothing, so
+		// the timer loop looks again a StatusInterval on.
 		x.mu.Unlock()
-		return 0
+		return now + int64(c.cfg.StatusInterval)
 	}
 	if !force && now-x.away < rxAway {
 		at := x.away + rxAway // read under x.mu: rxLeave writes it

@@ -51,6 +51,7 @@ type sender struct {
 	msgSlot  []int // the window slot of each of msgs
 
 	lastSend int64 // last data or heartbeat
+	waiting  bool  // a write waits for the receivers' status (waitWindow)
 	hbEvery  int64 // current heartbeat interval (doubles while idle)
 	hbTimer  *time.Timer
 	hbAt     atomic.Int64 // when hbTimer fires
@@ -169,6 +170,9 @@ func (s *sender) flags() uint8 {
 	f := s.gsize << gsizeShift
 	if s.c.cfg.FlowControl == FlowMin {
 		f |= flagFlowMin
+	}
+	if s.waiting {
+		f |= flagWait
 	}
 	return f
 }
@@ -324,6 +328,7 @@ func (s *sender) waitWindow(nfrag uint64) error {
 		// Wake at the latest when the slowest would time out.
 		rt := time.NewTimer(c.cfg.ReceiverTimeout)
 		s.deadlineOff() // repairs and heartbeats go meanwhile
+		s.waitHeartbeats(true)
 		s.mu.Unlock()
 		select {
 		case <-s.wakeCh:
@@ -333,10 +338,29 @@ func (s *sender) waitWindow(nfrag uint64) error {
 		}
 		rt.Stop()
 		s.mu.Lock()
+		s.waitHeartbeats(false)
 		s.deadlineOn()
 		if c.closing.Load() {
 			return net.ErrClosed
 		}
+	}
+}
+
+// waitHeartbeats marks the heartbeats sent while a write waits
+// (flagWait): they ask the receivers for their status, which otherwise
+// comes as their position and room move on by a quarter of RecvWindow
+// (and to stay known), so that a report lost on the way is sent again.
+// While a write waits they do not back off past 4 StatusIntervals, and
+// the first comes within HeartbeatInterval of the wait's start.
+func (s *sender) waitHeartbeats(on bool) {
+	s.waiting = on
+	if !on {
+		return
+	}
+	c := s.c
+	s.hbEvery = min(s.hbEvery, int64(c.cfg.HeartbeatInterval))
+	if now, at := c.now(), s.lastSend+s.hbEvery; at < s.hbAt.Load() || s.hbAt.Load() <= now {
+		s.armHeartbeat(max(at, now), now)
 	}
 }
 
@@ -391,6 +415,17 @@ func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos, limit 
 	if hasPos {
 		r.pos, r.limit = max(r.pos, pos), max(r.limit, limit)
 	}
+}
+
+// heard keeps a receiver the sender knows alive: its heartbeat came (a
+// member heartbeats from Listen on). A member not known by its status
+// is not made a receiver: a send-only conn heartbeats too.
+func (s *sender) heard(from rdmanet.Addr, session uint32) {
+	s.mu.Lock()
+	if r := s.receivers[peerKey{addr: from, session: session}]; r != nil {
+		r.heard = s.c.now()
+	}
+	s.mu.Unlock()
 }
 
 // status records a receiver's position.
@@ -469,8 +504,12 @@ func (s *sender) tick(now int64) int64 {
 	if now-s.lastSend >= s.hbEvery {
 		s.heartbeat(false)
 		s.lastSend = now
-		if s.hbEvery *= 2; s.hbEvery > int64(c.cfg.HeartbeatMax) {
-			s.hbEvery = int64(c.cfg.HeartbeatMax)
+		limit := int64(c.cfg.HeartbeatMax)
+		if s.waiting {
+			limit = max(int64(c.cfg.HeartbeatInterval), min(limit, 4*int64(c.cfg.StatusInterval)))
+		}
+		if s.hbEvery *= 2; s.hbEvery > limit {
+			s.hbEvery = limit
 		}
 	}
 	if at, armed := s.lastSend+s.hbEvery, s.hbAt.Load(); at < armed || armed <= now {

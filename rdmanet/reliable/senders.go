@@ -70,6 +70,9 @@ type peer struct {
 	statusPos uint64 // contig, as last reported
 	statusLim uint64 // next + RecvWindow, as last reported
 	statusAt  int64
+	// statusOwed: a heartbeat asked for a report within StatusInterval
+	// of the last one (answerHeartbeat); the timer loop sends it.
+	statusOwed bool
 }
 
 // memo is where to start a sender that is not tracked now.
@@ -132,12 +135,24 @@ func (r *receiver) evict(now int64) bool {
 		return false
 	}
 	r.remember(v.key, memo{seq: v.next, msg: v.nextMsg, at: now, resume: true})
-	delete(r.peers, v.key)
-	if r.last == v {
-		r.last = nil
-	}
+	r.forget(v)
 	r.c.stats.sendersEvicted.Add(1)
 	return true
+}
+
+// forget drops p, and its part in the counts of peers with a NAK
+// pending or a report owed.
+func (r *receiver) forget(p *peer) {
+	if p.nak.state != nakIdle {
+		r.pending--
+	}
+	if p.statusOwed {
+		r.owed--
+	}
+	delete(r.peers, p.key)
+	if r.last == p {
+		r.last = nil
+	}
 }
 
 // idle reports whether p may be evicted: it holds nothing not yet read,

@@ -48,7 +48,10 @@ const (
 	flagRepair  = 1 << 0 // data: a retransmission
 	flagFlowMin = 1 << 1 // data, heartbeat: the sender runs "min" flow control
 	flagFin     = 1 << 2 // heartbeat: the sender is closing
-	flagsKnown  = flagRepair | flagFlowMin | flagFin
+	// heartbeat: a write waits for the receivers' status (FlowMin); the
+	// bit of flagRepair, which only data carries
+	flagWait   = 1 << 0
+	flagsKnown = flagRepair | flagFlowMin | flagFin
 )
 
 // header is the decoded fixed header of every datagram.
