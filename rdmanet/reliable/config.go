@@ -98,13 +98,14 @@ type Config struct {
 
 	// FlowControl is FlowMax (default) or FlowMin.
 	FlowControl FlowControl
-	// StatusInterval is how often a receiver reports its position to each
-	// FlowMin sender (default 1 ms), and also whenever its position, or
-	// its room (read position plus RecvWindow), moved on by a quarter of
-	// RecvWindow. To a FlowMax sender, which never waits for it, it
-	// reports when it first hears the sender, when asked at the sender's
-	// Close, and otherwise every ReceiverTimeout/4 (at least
-	// StatusInterval), to stay known. From 100 µs to 1 h.
+	// StatusInterval bounds how often a receiver answers a FlowMin
+	// sender's heartbeats while its write waits for room (default 1 ms);
+	// it also reports whenever its position, or its room (read position
+	// plus RecvWindow), moved on by a quarter of RecvWindow, and every
+	// ReceiverTimeout/4. To a FlowMax sender, which never waits for it,
+	// it reports when it first hears the sender, when asked at the
+	// sender's Close, and otherwise once a ReceiverTimeout (at least
+	// StatusInterval). From 100 µs to 1 h.
 	StatusInterval time.Duration
 	// ReceiverTimeout is how long a receiver's status may go unheard
 	// before it stops holding back a FlowMin sender or Close (default

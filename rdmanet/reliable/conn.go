@@ -129,8 +129,8 @@ func (c *Conn) MaxMessage() int { return c.cfg.MaxMessage }
 // names it as a sender.
 func (c *Conn) Session() uint32 { return c.session }
 
-// Receivers returns how many receivers this conn has heard from within
-// ReceiverTimeout (by their status). A FlowMin sender waits only for the
+// Receivers returns how many receivers this conn knows by their status
+// and has heard from (status or heartbeat) within ReceiverTimeout. A FlowMin sender waits only for the
 // receivers it knows: a program that must not outrun a receiver that is
 // starting waits for it here before writing, as Aeron's publications wait
 // to be connected.

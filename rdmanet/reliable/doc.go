@@ -214,10 +214,13 @@
 // bounded by the write deadline, while it would overwrite a datagram that
 // the slowest live receiver (one whose status was heard within
 // ReceiverTimeout) does not have or has no room for. Receivers report
-// their position and room to a FlowMin sender every StatusInterval and
-// whenever either moved on by a quarter of RecvWindow; to a FlowMax
-// sender when they first hear it, when its Close asks, and every
-// ReceiverTimeout/4 between.
+// their position and room to a FlowMin sender whenever either moved on
+// by a quarter of RecvWindow, every ReceiverTimeout/4, and in answer to
+// the heartbeats it sends while a write waits (at most once a
+// StatusInterval); to a FlowMax sender when they first hear it, when
+// its Close asks, and once a ReceiverTimeout. A receiver a sender knows
+// stays known by its own heartbeats, so members that do not write cost
+// each other a heartbeat each HeartbeatMax, not a report each.
 //
 // # Membership
 //
