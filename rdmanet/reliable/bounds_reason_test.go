@@ -40,3 +40,12 @@ func TestConfigBoundsReasonOnlyWhenNarrowed(t *testing.T) {
 		})
 	}
 }
+
+// One sender's receive window may take 1 GiB exactly (slots of 4096
+// bytes at MTU 4032: 2^18 of them); a slot more is refused.
+func TestRecvWindowBytesEdge(t *testing.T) {
+	cfg := Config{RecvWindow: 1 << 18, MaxSenders: 1}
+	require.NoError(t, cfg.setDefaults(4032))
+	cfg = Config{RecvWindow: 1<<18 + 1, MaxSenders: 1}
+	require.ErrorContains(t, cfg.setDefaults(4032), "Config.RecvWindow 262145 takes 1073745920 bytes a sender")
+}
