@@ -223,7 +223,10 @@ func (a *Agent) start(req StartRequest) (Result, error) {
 		p.mu.Unlock()
 		close(p.done)
 	}()
-	return p.result(req.Name, ""), nil
+	// Started: not p.result, which for a command that already exited
+	// with a failing code carries Exited and Err, and reads as a start
+	// that failed (Client.Start).
+	return Result{Name: req.Name, Code: -1}, nil
 }
 
 func (a *Agent) wait(req WaitRequest) (Result, error) {
