@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 // A read's error is a *net.OpError whose Source is the conn's local
