@@ -442,7 +442,7 @@ func (c *Conn) handle(b []byte, from rdmanet.Addr, h *header, now int64) {
 		c.rcv.data(from, h, b, now)
 	case kindHeartbeat:
 		c.rcv.heartbeat(from, h, p)
-		c.snd.heard(from, h.session)
+		c.snd.heard(from, h.session, now)
 	case kindLost:
 		c.rcv.lost(from, h)
 	case kindNAK:

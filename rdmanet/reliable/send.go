@@ -417,14 +417,13 @@ func (s *sender) touch(from rdmanet.Addr, session uint32, now int64, pos, limit 
 	}
 }
 
-// heard keeps a receiver the sender knows alive: its heartbeat came (a
-// member heartbeats from Listen on). A member not known by its status
-// is not made a receiver: a send-only conn heartbeats too.
-func (s *sender) heard(from rdmanet.Addr, session uint32) {
+// heard keeps a receiver the sender knows alive: its heartbeat came at
+// now (a member heartbeats from Listen on). A member not known by its
+// status is not made a receiver (touch without a position): a send-only
+// conn heartbeats too.
+func (s *sender) heard(from rdmanet.Addr, session uint32, now int64) {
 	s.mu.Lock()
-	if r := s.receivers[peerKey{addr: from, session: session}]; r != nil {
-		r.heard = s.c.now()
-	}
+	s.touch(from, session, now, 0, 0, false)
 	s.mu.Unlock()
 }
 
