@@ -67,3 +67,66 @@ func TestWokenStreamReadsBatches(t *testing.T) {
 		require.Equal(t, 3, got, "round %d: one woken Poll reads the three queued", round)
 	}
 }
+
+// The pace a wake reads at is learnt from wakes, and a Poll of the wide
+// set (not after a wake) changes it only after a one-slot read (a
+// probe): then datagrams already waiting make it a stream. A Poll that
+// finds nothing says nothing of the pace: a stream stays one.
+func TestWidePollKeepsPace(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	a.postRecvs(0, 16)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wcs := make([]verbs.WC, 8)
+	post := func(what string, n int) {
+		t.Helper()
+		wrs := make([]verbs.SendWR, n)
+		for i := range wrs {
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 64), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+		}
+		got, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, n, got)
+		require.True(t, waitReadable(t, a.qp.RecvCQ().Channel().Fd(), time.Second), "%s: the datagrams", what)
+	}
+	poll := func(what string, woken bool, want int) {
+		t.Helper()
+		var got int
+		var err error
+		if woken {
+			got, err = soft.PollRecvWoken(a.qp, wcs)
+		} else {
+			got, err = a.qp.RecvCQ().Poll(wcs)
+		}
+		require.NoError(t, err)
+		require.Equal(t, want, got, what)
+	}
+
+	// A fresh CQ reads wakes as a stream; an empty wide Poll keeps that.
+	poll("an empty Poll", false, 0)
+	post("stream", 3)
+	poll("a wake after an empty Poll reads the batch", true, 3)
+
+	// One datagram a wake: request/response, wakes read one slot...
+	post("single", 1)
+	poll("one datagram", true, 1)
+	post("burst", 3)
+	poll("a single-paced wake reads one slot", true, 1)
+	// ...and a wide Poll that finds the rest waiting after that probe
+	// makes it a stream again.
+	poll("the rest, by a wide Poll", false, 2)
+	post("stream again", 3)
+	poll("a wake after the probe found more reads the batch", true, 3)
+
+	// Back to single; a probe after which a wide Poll finds nothing
+	// leaves it single.
+	post("single again", 1)
+	poll("one datagram", true, 1)
+	post("one more", 1)
+	poll("a one-slot read: a probe", true, 1)
+	poll("nothing after the probe", false, 0)
+	post("burst", 3)
+	poll("still single: a wake reads one slot", true, 1)
+	poll("the rest", false, 2)
+}
