@@ -137,6 +137,14 @@ func readAll(c *Conn, count int, size int, timeout time.Duration) (losses uint64
 // for a receiver that stopped reading.
 func sendAll(t testing.TB, tx *Conn, group net.Addr, rx []*Conn, count, size int, readTimeout time.Duration) {
 	t.Helper()
+	sendPaced(t, tx, group, rx, count, size, readTimeout, 0)
+}
+
+// sendPaced is sendAll with the sender writing at most rate messages a
+// second (0: as fast as its flow control lets it): message i is written
+// no sooner than i/rate after the first.
+func sendPaced(t testing.TB, tx *Conn, group net.Addr, rx []*Conn, count, size int, readTimeout time.Duration, rate int) {
+	t.Helper()
 	errs := make(chan error, len(rx)+1)
 	for i, r := range rx {
 		go func() {
@@ -152,7 +160,13 @@ func sendAll(t testing.TB, tx *Conn, group net.Addr, rx []*Conn, count, size int
 	}
 	go func() {
 		b := make([]byte, size)
+		start := time.Now()
 		for i := uint64(0); i < uint64(count); i++ {
+			if rate > 0 {
+				if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
+					time.Sleep(d)
+				}
+			}
 			if _, err := tx.WriteTo(payload(b, i), group); err != nil {
 				errs <- fmt.Errorf("write %d: %w; sender stats %+v", i, err, tx.Stats())
 				return
