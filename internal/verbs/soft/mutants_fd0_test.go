@@ -1,0 +1,66 @@
+//go:build linux
+
+package soft_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/verbs"
+)
+
+// withFd0Closed runs f with fd 0 closed, as in a process started with
+// stdin closed: the next fd made is 0. A fd 0 that was open is put back
+// after. (Not a parallel test: nothing else makes fds meanwhile.)
+func withFd0Closed(t *testing.T, f func()) {
+	t.Helper()
+	if _, err := unix.FcntlInt(0, unix.F_GETFD, 0); err == nil {
+		saved, err := unix.Dup(0)
+		require.NoError(t, err)
+		require.NoError(t, unix.Close(0))
+		defer func() {
+			unix.Dup2(saved, 0)
+			unix.Close(saved)
+		}()
+	}
+	f()
+}
+
+// isUDPSocket reports whether fd is an open UDP socket.
+func isUDPSocket(fd int) bool {
+	p, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	return err == nil && p == unix.IPPROTO_UDP
+}
+
+// The socket a Serves or a Bind makes is closed when it is not handed on,
+// also where it is fd 0.
+func TestResolvedSocketAtFd0Closed(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	require.True(t, p.Serves(verbs.BindConfig{}), "loopback") // views made once, before fd 0 is free
+	withFd0Closed(t, func() {
+		require.True(t, p.Serves(verbs.BindConfig{}))
+		require.False(t, isUDPSocket(0), "the socket Serves made, at fd 0, left open")
+	})
+}
+
+// SetSocketBuffer sets the buffer of a QP's socket that is fd 0 too.
+func TestSocketBufferOfFd0(t *testing.T) {
+	newEndpoint(t, verbs.QPConfig{}) // views made once, before fd 0 is free
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	withFd0Closed(t, func() {
+		id, err := p.Bind(verbs.BindConfig{})
+		require.NoError(t, err)
+		defer id.Close()
+		qp, err := id.CreateQP(verbs.QPConfig{})
+		require.NoError(t, err)
+		require.True(t, isUDPSocket(0), "the QP's first socket at fd 0")
+		got, err := qp.SetSocketBuffer(false, 96<<10)
+		require.NoError(t, err)
+		require.Equal(t, 96<<10, got, "SO_SNDBUF of the unicast socket")
+		require.NoError(t, id.Close())
+	})
+}
