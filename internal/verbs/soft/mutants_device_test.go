@@ -31,3 +31,24 @@ func TestPortMaxMTU(t *testing.T) {
 		t.Errorf("MaxMTU = %d, want 4096", got)
 	}
 }
+
+// A MAC is zero only when all six bytes are: one whose only non-zero
+// byte is any one of them has its EUI-64, and the zero MAC is no MAC.
+func TestNodeGUIDOfMACWithOneByteSet(t *testing.T) {
+	for _, v := range []byte{0x01, 0x10} {
+		for i := range 6 {
+			m := make(net.HardwareAddr, 6)
+			m[i] = v
+			var want uint64 = 0x020000FFFE000000 // the U/L bit of byte 0 flipped
+			shift := [6]uint{56, 48, 40, 16, 8, 0}[i]
+			want ^= uint64(v) << shift
+			if got := nodeGUID(&net.Interface{Name: "eth9", HardwareAddr: m}); got != want {
+				t.Errorf("nodeGUID(%v) = %#x, want %#x", m, got, want)
+			}
+		}
+	}
+	zero := &net.Interface{Name: "eth9", HardwareAddr: make(net.HardwareAddr, 6)}
+	if got, want := nodeGUID(zero), nodeGUID(&net.Interface{Name: "eth9"}); got != want {
+		t.Errorf("nodeGUID of the zero MAC = %#x, want %#x, as with no MAC", got, want)
+	}
+}
