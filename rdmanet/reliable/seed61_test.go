@@ -37,6 +37,12 @@ func TestNAKFiresAtDue(t *testing.T) {
 	require.Equal(t, before, r.Stats().NAKsSent, "a nanosecond before due")
 	rc.tick(due)
 	require.Equal(t, before+1, r.Stats().NAKsSent, "at due; stats %+v", r.Stats())
+	// The NAK sent, the round waits for the repair: its timer still runs
+	// (seed 66: sendNAKs' `runs == 0` -> `!=` took it off pending).
+	rc.mu.Lock()
+	pending := rc.pending
+	rc.mu.Unlock()
+	require.Equal(t, 1, pending, "senders with a NAK timer running, after the NAK")
 }
 
 // A read that leaves without reading the underlying conn inline (the
