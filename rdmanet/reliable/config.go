@@ -63,13 +63,17 @@ type Config struct {
 	MaxSenders int
 
 	// NAKDelay, when set, is the fixed upper bound of the random delay
-	// before a receiver asks for a gap. By default the bound follows the
-	// smoothed round trip to the sender (RFC 5401's back-off, one RTT),
-	// from 5 µs to 10 ms, starting from InitialRTT. When set, from 1 µs
-	// to 1 s.
+	// before a receiver asks for a gap. By default the bound is
+	// 4·ln(N)·srtt (RFC 5401's back-off), N the group size the sender
+	// advertises and srtt the smoothed round trip to it, starting from
+	// InitialRTT, at most 1 s; a lone receiver asks at once. When set,
+	// from 1 µs to 1 s.
 	NAKDelay time.Duration
 	// InitialRTT seeds the round-trip estimate before the first repair is
-	// timed (default 50 µs). From 1 µs to 1 s.
+	// timed (default 50 µs). A receiver learns its round trip only from
+	// the losses it takes part in: on a fabric slower than the default,
+	// with loss spread thin over a large group, set it to the fabric's
+	// round trip (see the package doc's simulation). From 1 µs to 1 s.
 	InitialRTT time.Duration
 	// RepairLinger is how long, after a datagram is repaired, NAKs for it
 	// go unanswered (default 20 µs). Past it, a NAK sent before
