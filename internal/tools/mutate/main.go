@@ -5,6 +5,13 @@
 // each), runs the package's tests against each mutant alone, and reports
 // per package how many were caught (killed) and which survived.
 //
+// Before the mutants of a package, its tests run once on the original
+// with a coverage profile (-cover, the default): if they fail there, every
+// kill would be false, and the tool stops. A mutant on a line no test
+// executes (for a dropped error return: whose return no test reaches)
+// survives for certain; it is reported NOCOVER and counted a survivor
+// without being run.
+//
 // The mutations are the kind real bugs take:
 //
 //	cmp      a comparison moved across its boundary or negated:
@@ -37,7 +44,12 @@
 //	  -files REGEXP  only the files whose base name matches (e.g. '^(qp|cq)')
 //	  -match REGEXP  only the sampled mutants whose printed line matches
 //	  -netns=true    run the tests inside unshare -n
+//	  -cover=true    run the tests once on the original first, with a
+//	                 coverage profile; mutants of lines no test executes
+//	                 are survivors, not run
 //	  -list          list the mutants, run nothing
+//	  -uncovered     list the mutants no test executes (the sure
+//	                 survivors: test gaps), run only the baseline
 //
 // `make mutate` runs it over rdmanet, rdmanet/reliable,
 // internal/verbs/soft and internal/poller. It is not part of CI: a
@@ -71,6 +83,7 @@ import (
 type mutant struct {
 	file     string // relative to the module root
 	line     int
+	endLine  int // the last line the change spans
 	kind     string
 	off, end int
 	orig     string
@@ -109,6 +122,8 @@ func main() {
 	list := flag.Bool("list", false, "list the mutants, run nothing")
 	files := flag.String("files", "", "only the files whose base name matches this regexp")
 	match := flag.String("match", "", "of the sample, only the mutants whose printed line matches this regexp")
+	uncovered := flag.Bool("uncovered", false, "list the mutants on lines no test executes, run only the tests on the original")
+	cover := flag.Bool("cover", true, "run the tests on the original first, with a coverage profile; mutants on lines no test executes are survivors, not run")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] ./pkg ...")
@@ -125,6 +140,9 @@ func main() {
 		want[strings.TrimSpace(k)] = true
 	}
 
+	if *uncovered {
+		*cover = true
+	}
 	var work string
 	if !*list {
 		work, err = os.MkdirTemp("", "mutate-")
@@ -137,6 +155,7 @@ func main() {
 		pkg                       string
 		killed, survived, noBuild int
 		timedOut                  int // of killed
+		notCovered                int // of survived
 		survivors                 []mutant
 	}
 	var sums []summary
@@ -167,9 +186,30 @@ func main() {
 		}
 		fmt.Printf("== %s: %d mutants, %d to run\n", pkg, total, len(ms))
 		s := summary{pkg: pkg}
+		var covered map[string]map[int]uint8
+		if *cover && !*list && len(ms) > 0 {
+			start := time.Now()
+			covered, err = baseline(work, pkg, *timeout, *run, *skip, *short, *netns)
+			check(err)
+			fmt.Printf("   tests pass on the original (%v); coverage profile read\n", time.Since(start).Round(100*time.Millisecond))
+		}
 		for i, m := range ms {
 			if *list {
 				fmt.Println(m)
+				continue
+			}
+			if *uncovered {
+				if !m.covered(covered) {
+					fmt.Println(m)
+					s.notCovered++
+				}
+				continue
+			}
+			if covered != nil && !m.covered(covered) {
+				s.survived++
+				s.notCovered++
+				s.survivors = append(s.survivors, m)
+				fmt.Printf("[%d/%d] NOCOVER  %v\n", i+1, len(ms), m)
 				continue
 			}
 			start := time.Now()
@@ -196,13 +236,19 @@ func main() {
 	if *list {
 		return
 	}
+	if *uncovered {
+		for _, s := range sums {
+			fmt.Printf("%-24s %d mutants on lines no test executes\n", s.pkg, s.notCovered)
+		}
+		return
+	}
 	fmt.Println("\n== efficacy (killed / (killed + survived); mutants that did not build left out)")
 	for _, s := range sums {
 		eff := "n/a"
 		if k := s.killed + s.survived; k > 0 {
 			eff = fmt.Sprintf("%.0f%%", 100*float64(s.killed)/float64(k))
 		}
-		fmt.Printf("%-24s killed %3d (%d timed out)  survived %3d  not built %3d  efficacy %s\n", s.pkg, s.killed, s.timedOut, s.survived, s.noBuild, eff)
+		fmt.Printf("%-24s killed %3d (%d timed out)  survived %3d (%d not covered)  not built %3d  efficacy %s\n", s.pkg, s.killed, s.timedOut, s.survived, s.notCovered, s.noBuild, eff)
 		for _, m := range s.survivors {
 			fmt.Printf("    survivor: %v\n", m)
 		}
@@ -311,7 +357,7 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 	var ms []mutant
 	add := func(kind string, from, to token.Pos, repl string) {
 		o, e := off(from), off(to)
-		ms = append(ms, mutant{file: rel, line: tf.Line(from), kind: kind, off: o, end: e, orig: string(src[o:e]), repl: repl})
+		ms = append(ms, mutant{file: rel, line: tf.Line(from), endLine: tf.Line(to), kind: kind, off: o, end: e, orig: string(src[o:e]), repl: repl})
 	}
 	// Literals that size types or index constant tables are not
 	// expressions a bug changes by one; skip array lengths.
@@ -399,6 +445,129 @@ func isErrReturn(s *ast.IfStmt) bool {
 	return ok1 && ok2 && x.Name == "err" && y.Name == "nil"
 }
 
+// goTest builds the command for go test with args in work: in a private
+// network namespace with lo up when netns, with RDMANET_TEST_NFT=1, in
+// its own process group, killed at ctx's end.
+func goTest(ctx context.Context, work string, netns bool, args []string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if netns {
+		script := `ip link set lo up && exec go "$@"`
+		cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "go"}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, "go", args...)
+	}
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd
+}
+
+// testArgs are go test's arguments for pkg, -count=1 and -timeout, with
+// extra before the package.
+func testArgs(pkg string, timeout time.Duration, run, skip string, short bool, extra ...string) []string {
+	args := append([]string{"test", "-count=1", "-timeout", timeout.String()}, extra...)
+	if run != "" {
+		args = append(args, "-run", run)
+	}
+	if skip != "" {
+		args = append(args, "-skip", skip)
+	}
+	if short {
+		args = append(args, "-short")
+	}
+	return append(args, pkg)
+}
+
+// Where a line stands in a coverage profile.
+const (
+	inBlock  = 1 // a statement of a block no test executed
+	executed = 2 // of a block some test executed
+)
+
+// baseline runs pkg's tests on the unmutated copy with a coverage profile
+// and returns, per file (relative to the module root), the lines of its
+// blocks and whether a test executed them. Tests that fail on the
+// original are an error: every kill would be false.
+func baseline(work, pkg string, timeout time.Duration, run, skip string, short, netns bool) (map[string]map[int]uint8, error) {
+	prof, err := os.CreateTemp("", "mutate-cover-")
+	if err != nil {
+		return nil, err
+	}
+	prof.Close()
+	defer os.Remove(prof.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	cmd := goTest(ctx, work, netns, testArgs(pkg, timeout, run, skip, short, "-coverprofile", prof.Name()))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s: the tests fail on the original code (%v): %s", pkg, err, firstFailure(out))
+	}
+	b, err := os.ReadFile(prof.Name())
+	if err != nil {
+		return nil, err
+	}
+	mod := exec.Command("go", "list", "-m")
+	mod.Dir = work
+	name, err := mod.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m: %w", err)
+	}
+	return parseCover(b, strings.TrimSpace(string(name)))
+}
+
+// parseCover reads a coverage profile ("mode: ..." then lines
+// "path/file.go:l0.c0,l1.c1 stmts count") into, per file relative to the
+// module mod, the lines of its blocks: executed where a block with a count
+// above 0 holds the line, inBlock where only blocks never executed do.
+// Lines outside every block (declarations, constants) are absent.
+func parseCover(b []byte, mod string) (map[string]map[int]uint8, error) {
+	lines := map[string]map[int]uint8{}
+	for i, l := range strings.Split(string(b), "\n") {
+		if i == 0 || l == "" {
+			continue
+		}
+		colon := strings.LastIndex(l, ".go:")
+		if colon < 0 {
+			return nil, fmt.Errorf("coverage profile line %d: %q", i+1, l)
+		}
+		var l0, c0, l1, c1, stmts, count int
+		if _, err := fmt.Sscanf(l[colon+4:], "%d.%d,%d.%d %d %d", &l0, &c0, &l1, &c1, &stmts, &count); err != nil {
+			return nil, fmt.Errorf("coverage profile line %d: %q: %v", i+1, l, err)
+		}
+		rel := strings.TrimPrefix(l[:colon+3], mod+"/")
+		if lines[rel] == nil {
+			lines[rel] = map[int]uint8{}
+		}
+		st := uint8(inBlock)
+		if count > 0 {
+			st = executed
+		}
+		for n := l0; n <= l1; n++ {
+			lines[rel][n] = max(lines[rel][n], st)
+		}
+	}
+	return lines, nil
+}
+
+// covered reports whether a test may execute what m changes: false only
+// when its lines are all statements of blocks no test executed (for a
+// dropped error return, the lines of the return inside it: the condition
+// is evaluated whenever the if is reached, and only an executed return
+// makes the drop visible). A line outside every block, such as a
+// constant's, may be used by executed code: covered.
+func (m mutant) covered(lines map[string]map[int]uint8) bool {
+	from, to := m.line, max(m.line, m.endLine)
+	if m.kind == "errret" && to > from {
+		from++
+	}
+	for n := from; n <= to; n++ {
+		if lines[m.file][n] != inBlock {
+			return true
+		}
+	}
+	return false
+}
+
 // runMutant applies m to the copy in work, runs pkg's tests there and
 // puts the file back.
 func runMutant(work, pkg string, m mutant, timeout time.Duration, run, skip string, short, netns bool) (outcome, string) {
@@ -418,32 +587,11 @@ func runMutant(work, pkg string, m mutant, timeout time.Duration, run, skip stri
 		}
 	}
 
-	args := []string{"test", "-count=1", "-failfast", "-timeout", timeout.String()}
-	if run != "" {
-		args = append(args, "-run", run)
-	}
-	if skip != "" {
-		args = append(args, "-skip", skip)
-	}
-	if short {
-		args = append(args, "-short")
-	}
-	args = append(args, pkg)
-	var cmd *exec.Cmd
 	// The outer bound: go test's own -timeout panics the binary a little
 	// after timeout; this kills what is left.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
-	if netns {
-		script := `ip link set lo up && exec go "$@"`
-		cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "go"}, args...)...)
-	} else {
-		cmd = exec.CommandContext(ctx, "go", args...)
-	}
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd := goTest(ctx, work, netns, testArgs(pkg, timeout, run, skip, short, "-failfast"))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return survived, ""

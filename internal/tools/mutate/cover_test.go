@@ -1,0 +1,86 @@
+//go:build linux
+
+package main
+
+import "testing"
+
+func TestParseCoverKeepsExecutedLines(t *testing.T) {
+	prof := "mode: set\n" +
+		"example.com/m/pkg/a.go:3.10,5.2 2 1\n" +
+		"example.com/m/pkg/a.go:7.2,9.3 1 0\n" +
+		"example.com/m/pkg/b.go:1.1,1.20 1 4\n"
+	lines, err := parseCover([]byte(prof), "example.com/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		line int
+		want uint8
+	}{
+		{"pkg/a.go", 3, executed}, {"pkg/a.go", 4, executed}, {"pkg/a.go", 5, executed},
+		{"pkg/a.go", 6, 0}, {"pkg/a.go", 7, inBlock}, {"pkg/a.go", 9, inBlock},
+		{"pkg/b.go", 1, executed}, {"pkg/b.go", 2, 0},
+	} {
+		if got := lines[c.file][c.line]; got != c.want {
+			t.Errorf("%s:%d = %d, want %d", c.file, c.line, got, c.want)
+		}
+	}
+	if _, err := parseCover([]byte("mode: set\nno position here\n"), "example.com/m"); err == nil {
+		t.Error("a line without a position parsed")
+	}
+}
+
+func TestCoveredLooksAtTheErrorReturn(t *testing.T) {
+	src := []byte(`package p
+
+func f() error {
+	err := g()
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+func g() error { return nil }
+`)
+	ms, err := fileMutants("pkg/p.go", src, map[string]bool{"errret": true, "cmp": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errret, cmp *mutant
+	for i := range ms {
+		switch ms[i].kind {
+		case "errret":
+			errret = &ms[i]
+		case "cmp":
+			cmp = &ms[i]
+		}
+	}
+	if errret == nil || cmp == nil {
+		t.Fatalf("mutants %v: want an errret and a cmp", ms)
+	}
+	if errret.line != 5 || errret.endLine != 7 || cmp.line != 5 || cmp.endLine != 5 {
+		t.Fatalf("errret lines %d-%d, cmp %d-%d; want 5-7 and 5-5", errret.line, errret.endLine, cmp.line, cmp.endLine)
+	}
+	// The if is reached, its return is not: the comparison's mutant runs,
+	// the dropped return cannot change what any test sees.
+	reached := map[string]map[int]uint8{"pkg/p.go": {3: executed, 4: executed, 5: executed, 6: inBlock, 7: inBlock, 8: executed}}
+	if !cmp.covered(reached) {
+		t.Error("cmp on an executed line: not covered")
+	}
+	if errret.covered(reached) {
+		t.Error("errret whose return no test reaches: covered")
+	}
+	reached["pkg/p.go"][6] = executed
+	if !errret.covered(reached) {
+		t.Error("errret whose return runs: not covered")
+	}
+	if cmp.covered(map[string]map[int]uint8{"pkg/p.go": {5: inBlock}}) {
+		t.Error("cmp on a line no test executes: covered")
+	}
+	// A constant's line is in no block: code that uses it may run.
+	if !cmp.covered(map[string]map[int]uint8{"pkg/other.go": {5: inBlock}}) {
+		t.Error("a line in no block of the file: not covered")
+	}
+}
