@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"errors"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -66,4 +67,24 @@ func TestWriteDeadlineSparesProtocol(t *testing.T) {
 	require.NotZero(t, rx.Stats().Recovered)
 	_, err = tx.WriteTo(msg, group)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the caller's writes still end at the deadline")
+}
+
+// SetDeadline sets both: a read and a write past it fail with the
+// deadline's error, and a zero deadline clears both; on a closed conn it
+// fails.
+func TestSetDeadlineSetsReadAndWrite(t *testing.T) {
+	group := newGroup()
+	c := listenT(t, group, Config{})
+	require.NoError(t, c.SetDeadline(time.Now().Add(-time.Second)))
+	_, err := c.WriteTo([]byte("late"), group)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "write")
+	_, _, err = c.ReadFrom(make([]byte, 64))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "read")
+
+	require.NoError(t, c.SetDeadline(time.Time{}))
+	_, err = c.WriteTo([]byte("on time"), group)
+	require.NoError(t, err, "write after the deadline was cleared")
+
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, c.SetDeadline(time.Now()), net.ErrClosed)
 }
