@@ -4,11 +4,13 @@ package reliable
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -133,4 +135,73 @@ func peers(c *Conn) int {
 	c.rcv.mu.Lock()
 	defer c.rcv.mu.Unlock()
 	return len(c.rcv.peers)
+}
+
+// sealDG returns datagram b with a keyed trailer: transmit counter ctr,
+// tagged under key as sent by QP qpn (what seal writes).
+func sealDG(key, b []byte, ctr uint64, qpn uint32) []byte {
+	var s sealer
+	s.init(key)
+	n := len(b)
+	out := make([]byte, n+trailerLen)
+	copy(out, b)
+	setKeyed(out, true)
+	binary.BigEndian.PutUint64(out[n:], ctr)
+	copy(out[n+ctrLen:], s.tag(out[:n+ctrLen], qpn))
+	return out
+}
+
+// A keyed conn keeps at most limit replay windows; a datagram from one
+// source more, while every window was heard within expire, is dropped
+// and counted as Foreign (and makes no window). The datagrams are
+// authentic but malformed once opened (a fragment index past its
+// count), so each one that passes the window is counted as Malformed
+// and moves no other state.
+func TestKeyedForeignWhenReplayWindowsFull(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{Key: testKey, MaxSenders: 1})
+	limit := r.auth.limit
+	require.Equal(t, 4*1+64, limit)
+	bad := dataDG(93, 0, 0, 1, 1, nil) // frag 1 of 1: malformed
+	from := func(i int) rdmanet.Addr { return rdmanet.Addr{QPN: 0x5000 + uint32(i)} }
+	before := r.Stats()
+	for i := range limit {
+		inject(r, sealDG(testKey, bad, 1, from(i).QPN), from(i))
+	}
+	st := r.Stats()
+	require.Equal(t, before.Malformed+uint64(limit), st.Malformed, "stats %+v", st)
+	require.Equal(t, before.Foreign, st.Foreign, "a window for each of the first %d sources; stats %+v", limit, st)
+	require.Len(t, r.auth.windows, limit)
+
+	inject(r, sealDG(testKey, bad, 1, from(limit).QPN), from(limit))
+	st2 := r.Stats()
+	require.Equal(t, st.Foreign+1, st2.Foreign, "one source past the limit: Foreign; stats %+v", st2)
+	require.Equal(t, st.Malformed, st2.Malformed, "not opened")
+	require.Equal(t, st.Unauthenticated+st.Replayed, st2.Unauthenticated+st2.Replayed)
+	require.Len(t, r.auth.windows, limit)
+	// A known source still gets through.
+	inject(r, sealDG(testKey, bad, 2, from(0).QPN), from(0))
+	require.Equal(t, st2.Malformed+1, r.Stats().Malformed)
+}
+
+// The replay window spans 1984 counters below the highest accepted
+// (31 words of 64: doc.go and auth.go promise far more reordering
+// room than the paths make): exactly that far below is accepted, one
+// more is refused, whatever the constant says.
+func TestReplayWindowIs1984(t *testing.T) {
+	const top, span = 5000, 1984
+	var w replayWindow
+	require.True(t, w.accept(top))
+	require.True(t, w.accept(top-span), "a counter %d below the highest", span)
+	require.False(t, w.accept(top-span), "again")
+	require.False(t, w.accept(top-span-1), "a counter %d below the highest", span+1)
+	// Every counter in between, in any order, once.
+	for c := uint64(top - 1); c > top-span; c -= 7 {
+		require.True(t, w.accept(c), "accept(%d)", c)
+		require.False(t, w.accept(c), "accept(%d) again", c)
+	}
+	// The window moves with the highest: top+64 leaves top-span+63 too old.
+	require.True(t, w.accept(top+64))
+	require.False(t, w.accept(top+64-span-1))
+	require.True(t, w.accept(top+64-span))
 }

@@ -250,3 +250,26 @@ func TestNAKPaysForRepairs(t *testing.T) {
 	}
 	require.Equal(t, want, tx.Stats().RepairsMulticast-before, "a NAK padded to an MTU (%d B) gets %d datagrams of %d B; stats %+v", len(padded), want, len(b)+headerLen, tx.Stats())
 }
+
+// A NAK for what left the window is answered with one "lost" datagram,
+// counted once.
+func TestLostSentCountedOnce(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	b := make([]byte, 10)
+	for i := range 100 {
+		_, err := tx.WriteTo(payload(b, uint64(i)), group)
+		require.NoError(t, err)
+	}
+	tx.snd.mu.Lock()
+	low, _ := tx.snd.low()
+	tx.snd.mu.Unlock()
+	require.Equal(t, uint64(100-64), low)
+	from := rdmanet.Addr{QPN: 0x4252}
+	before := tx.Stats()
+	inject(tx, nakDG(82, tx.session, 0, 1), from)
+	st := tx.Stats()
+	require.Equal(t, before.LostSent+1, st.LostSent, "stats %+v", st)
+	require.Equal(t, before.NAKsReceived+1, st.NAKsReceived)
+	require.Equal(t, before.RepairsMulticast, st.RepairsMulticast, "nothing of seq 0 to repair")
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -162,4 +163,37 @@ func TestReadFromDirect(t *testing.T) {
 	require.NotZero(t, direct, "the direct path was never taken")
 	require.Less(t, direct, uint64(count), "every message direct: the window path was not exercised")
 	require.NotZero(t, st.Recovered)
+}
+
+// A read that leaves without reading the underlying conn inline (the
+// message was ready) marks the reader as just left, at the conn's
+// clock: the receive loop takes the conn back only after rxAway.
+func TestReadLeavesAtNow(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	from := rdmanet.Addr{QPN: 0x4262}
+	away := func() int64 {
+		r.rx.mu.Lock()
+		defer r.rx.mu.Unlock()
+		return r.rx.away
+	}
+
+	inject(r, dataDG(84, 0, 0, 0, 1, []byte("m0")), from)
+	t0 := r.now()
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	require.GreaterOrEqual(t, away(), t0, "ReadFrom")
+	require.LessOrEqual(t, away(), r.now())
+
+	inject(r, dataDG(84, 1, 1, 0, 1, []byte("m1")), from)
+	ms := []rdmanet.Message{{Buffer: make([]byte, 64)}}
+	t0 = r.now()
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := r.ReadBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, "m1", string(ms[0].Buffer[:ms[0].N]))
+	require.GreaterOrEqual(t, away(), t0, "ReadBatch")
+	require.LessOrEqual(t, away(), r.now())
 }

@@ -124,3 +124,25 @@ func TestWindowUnregistered(t *testing.T) {
 	sendAll(t, tx, group, []*Conn{rx}, 200, 100, 5*time.Second)
 	require.Zero(t, c.Stats().SentRegistered)
 }
+
+// A window slot whose last send has not completed is waited for, and
+// the wait counted (WindowWaits). The software backend completes each
+// send as it is posted, so no write here ever waits; the test gives slot
+// 0 the mark of a send not completed (past SendsPosted, so that
+// WaitSends answers at once, with an error): reuse counts the wait and
+// returns WaitSends' error rather than the slot.
+func TestWindowWaitCounted(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	_, err := tx.WriteTo([]byte("m0"), group)
+	require.NoError(t, err)
+	s := &tx.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := tx.Stats().WindowWaits
+	require.NoError(t, s.reuse(0), "a slot whose send completed")
+	require.Equal(t, before, tx.Stats().WindowWaits, "no wait")
+	s.posted[0] = tx.conn.SendsPosted() + 1
+	require.Error(t, s.reuse(0), "a send not completed, and WaitSends failing")
+	require.Equal(t, before+1, tx.Stats().WindowWaits)
+}

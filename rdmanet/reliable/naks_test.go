@@ -9,8 +9,7 @@ import (
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
-// The survivors of seed 61's sample (docs/testing.md, Mutation testing,
-// rdmanet/reliable).
+// The receiver's NAK timers (naks.go).
 
 // A NAK timer fires at its due time exactly, not only after it: the
 // tick at due sends the NAK (one a tick later would wait for the next
@@ -45,35 +44,23 @@ func TestNAKFiresAtDue(t *testing.T) {
 	require.Equal(t, 1, pending, "senders with a NAK timer running, after the NAK")
 }
 
-// A read that leaves without reading the underlying conn inline (the
-// message was ready) marks the reader as just left, at the conn's
-// clock: the receive loop takes the conn back only after rxAway.
-func TestReadLeavesAtNow(t *testing.T) {
+// nakPending says whether the timer loop sleeps on the fine timer: true
+// while one sender's gap has a NAK timer running, false again once it
+// is filled.
+func TestNAKPendingForOneSender(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{})
-	from := rdmanet.Addr{QPN: 0x4262}
-	away := func() int64 {
-		r.rx.mu.Lock()
-		defer r.rx.mu.Unlock()
-		return r.rx.away
+	from := rdmanet.Addr{QPN: 0x4251}
+	require.False(t, r.rcv.nakPending(), "no sender")
+	inject(r, dataDG(81, 0, 0, 0, 1, []byte("m0")), from)
+	require.False(t, r.rcv.nakPending(), "no gap")
+	inject(r, dataDG(81, 2, 2, 0, 1, []byte("m2")), from) // seq 1 missing
+	require.True(t, r.rcv.nakPending(), "one sender with a gap")
+	inject(r, dataDG(81, 1, 1, 0, 1, []byte("m1")), from)
+	for i, want := range []string{"m0", "m1", "m2"} {
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err)
+		require.Equal(t, want, string(b), "message %d", i)
 	}
-
-	inject(r, dataDG(84, 0, 0, 0, 1, []byte("m0")), from)
-	t0 := r.now()
-	b, _, err := readMsg(t, r)
-	require.NoError(t, err)
-	require.Equal(t, "m0", string(b))
-	require.GreaterOrEqual(t, away(), t0, "ReadFrom")
-	require.LessOrEqual(t, away(), r.now())
-
-	inject(r, dataDG(84, 1, 1, 0, 1, []byte("m1")), from)
-	ms := []rdmanet.Message{{Buffer: make([]byte, 64)}}
-	t0 = r.now()
-	r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	n, err := r.ReadBatch(ms)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Equal(t, "m1", string(ms[0].Buffer[:ms[0].N]))
-	require.GreaterOrEqual(t, away(), t0, "ReadBatch")
-	require.LessOrEqual(t, away(), r.now())
+	require.False(t, r.rcv.nakPending(), "the gap filled")
 }
