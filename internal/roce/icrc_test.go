@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"math/rand/v2"
@@ -123,65 +124,6 @@ func TestICRCIPv6Masks(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestSolveIPv4IDRecoversIDAndDF(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(3, 4))
-	src, dst := [4]byte{127, 1, 2, 3}, [4]byte{239, 9, 8, 7}
-	for i := range 300 {
-		plen := rng.IntN(1100)
-		payload := make([]byte, plen)
-		for j := range payload {
-			payload[j] = byte(rng.Uint32())
-		}
-		h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: uint32(i), QKey: 0x01234567, SrcQPN: 0x10203}
-		id, df := uint16(rng.Uint32()), rng.IntN(2) == 1
-		sport := uint16(0xC000 | rng.IntN(1<<14))
-		pkt := ipv4Packet(datagram(h, payload), src, dst, id, df, sport)
-		sealICRC(t, pkt)
-
-		gotID, gotDF, ok := SolveIPv4ID(pkt[28:], src, dst, sport, UDPPort)
-		require.True(t, ok, "valid packet %d rejected", i)
-		require.Equal(t, id, gotID)
-		require.Equal(t, df, gotDF)
-
-		// Any corruption of what the receiver sees must be rejected
-		// (up to the documented 2^-15 false-accept rate; fixed seed).
-		bad := append([]byte(nil), pkt[28:]...)
-		bad[rng.IntN(len(bad))] ^= byte(1 << rng.IntN(8))
-		_, _, ok = SolveIPv4ID(bad, src, dst, sport, UDPPort)
-		assert.False(t, ok, "corrupted packet %d accepted", i)
-		_, _, ok = SolveIPv4ID(pkt[28:], src, [4]byte{239, 9, 8, 6}, sport, UDPPort)
-		assert.False(t, ok, "packet %d accepted for the wrong destination", i)
-	}
-}
-
-func TestSolveTabColumnsIndependent(t *testing.T) {
-	t.Parallel()
-	for _, udpLen := range []int{32, 33, 100, 1060, 4135, 65507} {
-		tab := newSolveTab(udpLen)
-		rank := 0
-		for _, v := range tab.v {
-			if v != 0 {
-				rank++
-			}
-		}
-		assert.Equal(t, 17, rank, "UDP length %d", udpLen)
-	}
-}
-
-func BenchmarkSolveIPv4ID(b *testing.B) {
-	h := Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, QKey: 1, SrcQPN: 2}
-	pkt := ipv4Packet(datagram(h, make([]byte, 1024)), [4]byte{127, 0, 0, 2}, [4]byte{239, 0, 0, 1}, 0x1234, true, 4791)
-	sealICRC(b, pkt)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(pkt)))
-	for b.Loop() {
-		if _, _, ok := SolveIPv4ID(pkt[28:], [4]byte{127, 0, 0, 2}, [4]byte{239, 0, 0, 1}, 4791, UDPPort); !ok {
-			b.Fatal("rejected")
-		}
-	}
-}
-
 // TestUDICRCHeadMatchesFullCRC checks FlowICRC's remembered flow head
 // against the kernel's algorithm: datagrams of one flow (the cache hits,
 // only ID and PSN change) interleaved with flow changes in every other
@@ -231,37 +173,6 @@ func TestUDICRCHeadMatchesFullCRC(t *testing.T) {
 	assert.Greater(t, 2000-hits, 300, "flow changes should be seen")
 }
 
-// TestIPv4ChecksumWords: the 32-bit-word sum of a 20-byte header gives
-// the checksum the 16-bit one's-complement sum of RFC 1071 gives, also
-// for headers whose sums carry (all ones, all zeros, random).
-func TestIPv4ChecksumWords(t *testing.T) {
-	rfc1071 := func(h []byte) uint16 {
-		var sum uint32
-		for i := 0; i < len(h); i += 2 {
-			sum += uint32(h[i])<<8 | uint32(h[i+1])
-		}
-		for sum>>16 != 0 {
-			sum = sum&0xFFFF + sum>>16
-		}
-		return ^uint16(sum)
-	}
-	hs := [][]byte{make([]byte, 20), make([]byte, 20)}
-	for i := range hs[1] {
-		hs[1][i] = 0xFF
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		h := make([]byte, 20)
-		for i := range h {
-			h[i] = byte(r.Uint32())
-		}
-		hs = append(hs, h)
-	}
-	for _, h := range hs {
-		require.Equal(t, rfc1071(h), IPv4Checksum(h), "header % x", h)
-	}
-}
-
 // TestSameHead: the word-wise head comparison agrees with the array
 // comparison, for a difference in any one byte.
 func TestSameHead(t *testing.T) {
@@ -275,5 +186,62 @@ func TestSameHead(t *testing.T) {
 		b[i] ^= 0x10
 		require.False(t, sameHead(&a, &b), "byte %d differs", i)
 		b[i] ^= 0x10
+	}
+}
+
+// refICRCv6 is the ICRC of an IPv6 packet as IBA Annex A17 defines it,
+// written out apart from ICRC: traffic class, flow label, hop limit, UDP
+// checksum and BTH resv8a masked with ones.
+func refICRCv6(pkt []byte) uint32 {
+	ps := make([]byte, 40+8+12)
+	copy(ps, pkt)
+	ps[0] |= 0x0F                          // traffic class, high nibble
+	ps[1], ps[2], ps[3] = 0xFF, 0xFF, 0xFF // traffic class, low nibble; flow label
+	ps[7] = 0xFF                           // hop limit
+	ps[46], ps[47] = 0xFF, 0xFF            // udp check
+	ps[48+4] = 0xFF                        // bth resv8a
+	crc := refCRC32LE(0xdebb20e3, ps)
+	crc = refCRC32LE(crc, pkt[60:len(pkt)-4])
+	return ^crc
+}
+
+// ipv6Packet wraps a datagram (with ICRC field) in IPv6 and UDP headers.
+func ipv6Packet(dgram []byte) []byte {
+	pkt := make([]byte, 48+len(dgram))
+	pkt[0], pkt[1], pkt[2], pkt[3] = 0x6B, 0x80, 0x12, 0x34 // traffic class 0xB8, flow label 0x1234
+	binary.BigEndian.PutUint16(pkt[4:], uint16(8+len(dgram)))
+	pkt[6], pkt[7] = 17, 64
+	for i := range 32 {
+		pkt[8+i] = byte(0x20 + i) // addresses
+	}
+	binary.BigEndian.PutUint16(pkt[40:], 0xC001)
+	binary.BigEndian.PutUint16(pkt[42:], UDPPort)
+	binary.BigEndian.PutUint16(pkt[44:], uint16(8+len(dgram)))
+	binary.BigEndian.PutUint16(pkt[46:], 0x5A5A) // any UDP checksum: masked
+	copy(pkt[48:], dgram)
+	return pkt
+}
+
+// ICRC over IPv6 matches the spec's definition, down to the shortest
+// packet it takes (IPv6, UDP, BTH, ICRC); a shorter one is refused, with 0.
+func TestICRCIPv6MatchesSpec(t *testing.T) {
+	t.Parallel()
+	for _, plen := range []int{0, 1, 5, 300} {
+		pkt := ipv6Packet(datagram(Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: 9, QKey: 0x11, SrcQPN: 0x22}, bytes.Repeat([]byte{0xC3}, plen)))
+		got, err := ICRC(pkt)
+		if err != nil || got != refICRCv6(pkt) {
+			t.Errorf("payload %d: ICRC = %#x, %v; want %#x", plen, got, err, refICRCv6(pkt))
+		}
+	}
+	bth := make([]byte, BTHSize+ICRCSize)
+	bth[0] = OpUDSendOnly
+	pkt := ipv6Packet(bth)
+	if got, err := ICRC(pkt); err != nil || got != refICRCv6(pkt) {
+		t.Errorf("shortest (%d bytes): ICRC = %#x, %v; want %#x", len(pkt), got, err, refICRCv6(pkt))
+	}
+	for _, bad := range [][]byte{pkt[:len(pkt)-1], {0x45, 0, 0}, nil} {
+		if got, err := ICRC(bad); err == nil || got != 0 {
+			t.Errorf("ICRC of %d bytes (%#x...) = %#x, %v; want 0 and an error", len(bad), bad[:min(len(bad), 1)], got, err)
+		}
 	}
 }

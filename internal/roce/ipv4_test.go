@@ -3,65 +3,11 @@ package roce
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
-
-// refICRCv6 is the ICRC of an IPv6 packet as IBA Annex A17 defines it,
-// written out apart from ICRC: traffic class, flow label, hop limit, UDP
-// checksum and BTH resv8a masked with ones.
-func refICRCv6(pkt []byte) uint32 {
-	ps := make([]byte, 40+8+12)
-	copy(ps, pkt)
-	ps[0] |= 0x0F                          // traffic class, high nibble
-	ps[1], ps[2], ps[3] = 0xFF, 0xFF, 0xFF // traffic class, low nibble; flow label
-	ps[7] = 0xFF                           // hop limit
-	ps[46], ps[47] = 0xFF, 0xFF            // udp check
-	ps[48+4] = 0xFF                        // bth resv8a
-	crc := refCRC32LE(0xdebb20e3, ps)
-	crc = refCRC32LE(crc, pkt[60:len(pkt)-4])
-	return ^crc
-}
-
-// ipv6Packet wraps a datagram (with ICRC field) in IPv6 and UDP headers.
-func ipv6Packet(dgram []byte) []byte {
-	pkt := make([]byte, 48+len(dgram))
-	pkt[0], pkt[1], pkt[2], pkt[3] = 0x6B, 0x80, 0x12, 0x34 // traffic class 0xB8, flow label 0x1234
-	binary.BigEndian.PutUint16(pkt[4:], uint16(8+len(dgram)))
-	pkt[6], pkt[7] = 17, 64
-	for i := range 32 {
-		pkt[8+i] = byte(0x20 + i) // addresses
-	}
-	binary.BigEndian.PutUint16(pkt[40:], 0xC001)
-	binary.BigEndian.PutUint16(pkt[42:], UDPPort)
-	binary.BigEndian.PutUint16(pkt[44:], uint16(8+len(dgram)))
-	binary.BigEndian.PutUint16(pkt[46:], 0x5A5A) // any UDP checksum: masked
-	copy(pkt[48:], dgram)
-	return pkt
-}
-
-// ICRC over IPv6 matches the spec's definition, down to the shortest
-// packet it takes (IPv6, UDP, BTH, ICRC); a shorter one is refused, with 0.
-func TestICRCIPv6MatchesSpec(t *testing.T) {
-	t.Parallel()
-	for _, plen := range []int{0, 1, 5, 300} {
-		pkt := ipv6Packet(datagram(Header{Opcode: OpUDSendOnly, PKey: 0xFFFF, DestQPN: 0xFFFFFF, PSN: 9, QKey: 0x11, SrcQPN: 0x22}, bytes.Repeat([]byte{0xC3}, plen)))
-		got, err := ICRC(pkt)
-		if err != nil || got != refICRCv6(pkt) {
-			t.Errorf("payload %d: ICRC = %#x, %v; want %#x", plen, got, err, refICRCv6(pkt))
-		}
-	}
-	bth := make([]byte, BTHSize+ICRCSize)
-	bth[0] = OpUDSendOnly
-	pkt := ipv6Packet(bth)
-	if got, err := ICRC(pkt); err != nil || got != refICRCv6(pkt) {
-		t.Errorf("shortest (%d bytes): ICRC = %#x, %v; want %#x", len(pkt), got, err, refICRCv6(pkt))
-	}
-	for _, bad := range [][]byte{pkt[:len(pkt)-1], {0x45, 0, 0}, nil} {
-		if got, err := ICRC(bad); err == nil || got != 0 {
-			t.Errorf("ICRC of %d bytes (%#x...) = %#x, %v; want 0 and an error", len(bad), bad[:min(len(bad), 1)], got, err)
-		}
-	}
-}
 
 // CheckIPv4 accepts a packet for the QP or a joined group with its Q_Key
 // and ICRC, and says why it drops any other.
@@ -140,31 +86,6 @@ func TestFillGRH(t *testing.T) {
 	}
 }
 
-// SolveIPv4ID answers for any UDP length up to IPv4's largest, each from
-// its own table (lengths 32 KiB apart included), and says 0, false where
-// no ID and DF fit.
-func TestSolveIPv4IDLengths(t *testing.T) {
-	t.Parallel()
-	src, dst := [4]byte{10, 9, 8, 7}, [4]byte{239, 0, 0, 9}
-	for _, dlen := range []int{100, 100 + 1<<15, 0xFFFF - IPv4HdrSize - UDPHdrSize} {
-		dgram := make([]byte, dlen)
-		for i := range dgram {
-			dgram[i] = byte(i * 7)
-		}
-		dgram[0] = OpUDSendOnly
-		pkt := ipv4Packet(dgram, src, dst, 0x1234, true, 0xC0DE)
-		sealICRC(t, pkt)
-		id, df, ok := SolveIPv4ID(pkt[28:], src, dst, 0xC0DE, UDPPort)
-		if !ok || id != 0x1234 || !df {
-			t.Errorf("datagram of %d bytes: ID %#x, DF %v, ok %v; want 0x1234, true, true", dlen, id, df, ok)
-		}
-		pkt[40] ^= 0x80
-		if id, df, ok := SolveIPv4ID(pkt[28:], src, dst, 0xC0DE, UDPPort); ok || id != 0 || df {
-			t.Errorf("corrupted datagram of %d bytes: ID %#x, DF %v, ok %v; want 0, false, false", dlen, id, df, ok)
-		}
-	}
-}
-
 // IPv4Checksum of a header with options (longer than 20 bytes) is
 // RFC 1071's sum too.
 func TestIPv4ChecksumOptions(t *testing.T) {
@@ -191,5 +112,36 @@ func TestIPv4ChecksumOptions(t *testing.T) {
 				t.Fatalf("header of %d bytes % x: %#04x, want %#04x", n, h, got, want)
 			}
 		}
+	}
+}
+
+// TestIPv4ChecksumWords: the 32-bit-word sum of a 20-byte header gives
+// the checksum the 16-bit one's-complement sum of RFC 1071 gives, also
+// for headers whose sums carry (all ones, all zeros, random).
+func TestIPv4ChecksumWords(t *testing.T) {
+	rfc1071 := func(h []byte) uint16 {
+		var sum uint32
+		for i := 0; i < len(h); i += 2 {
+			sum += uint32(h[i])<<8 | uint32(h[i+1])
+		}
+		for sum>>16 != 0 {
+			sum = sum&0xFFFF + sum>>16
+		}
+		return ^uint16(sum)
+	}
+	hs := [][]byte{make([]byte, 20), make([]byte, 20)}
+	for i := range hs[1] {
+		hs[1][i] = 0xFF
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		h := make([]byte, 20)
+		for i := range h {
+			h[i] = byte(r.Uint32())
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		require.Equal(t, rfc1071(h), IPv4Checksum(h), "header % x", h)
 	}
 }
