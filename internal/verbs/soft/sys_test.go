@@ -5,6 +5,7 @@ package soft
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,5 +53,20 @@ func TestSendtoWaitsForRoom(t *testing.T) {
 	k, err := unix.Read(fds[1], buf)
 	if err != nil || string(buf[:k]) != "last" {
 		t.Fatalf("read %q, %v; want the datagram sendto waited to send", buf[:k], err)
+	}
+}
+
+// The kernel's IP_TOS control message carries one byte (ip_cmsg_recv_tos):
+// parseCmsgs takes it.
+func TestParseCmsgsOneByteTOS(t *testing.T) {
+	b := make([]byte, unix.CmsgSpace(1))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+	h.SetLen(unix.CmsgLen(1))
+	b[unix.CmsgLen(0)] = 0xB8 // DSCP EF
+	var m rxMeta
+	parseCmsgs(b, &m)
+	if m.tos != 0xB8 {
+		t.Errorf("parseCmsgs: tos %#x, want 0xb8", m.tos)
 	}
 }

@@ -56,25 +56,3 @@ func TestBatchLastOneBytePayload(t *testing.T) {
 	require.Equal(t, uint32(verbs.GRHSize+1), wcs[0].ByteLen)
 	require.Equal(t, byte('y'), c.arena.Bytes()[c.recvSGE(int(wcs[0].WRID)).Offset+verbs.GRHSize])
 }
-
-// SocketBuffer reports what SetSocketBuffer set, as net.UDPConn's
-// SetReadBuffer takes it: the kernel's doubled figure halved.
-func TestSocketBufferAsSet(t *testing.T) {
-	e := newEndpoint(t, verbs.QPConfig{})
-	for _, recv := range []bool{true, false} {
-		got, err := e.qp.SetSocketBuffer(recv, 64<<10)
-		require.NoError(t, err)
-		require.Equal(t, 64<<10, got, "recv %v", recv)
-		require.Equal(t, 64<<10, e.qp.SocketBuffer(recv), "recv %v", recv)
-	}
-}
-
-// The send CQ's channel has no fd and never has events to get.
-func TestSendChannelHasNoEvents(t *testing.T) {
-	e := newEndpoint(t, verbs.QPConfig{})
-	ch := e.qp.SendCQ().Channel()
-	require.Equal(t, -1, ch.Fd())
-	n, err := ch.GetEvents()
-	require.NoError(t, err)
-	require.Zero(t, n)
-}

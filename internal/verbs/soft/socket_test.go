@@ -64,3 +64,15 @@ func TestSocketBufferOfFd0(t *testing.T) {
 		require.NoError(t, id.Close())
 	})
 }
+
+// SocketBuffer reports what SetSocketBuffer set, as net.UDPConn's
+// SetReadBuffer takes it: the kernel's doubled figure halved.
+func TestSocketBufferAsSet(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	for _, recv := range []bool{true, false} {
+		got, err := e.qp.SetSocketBuffer(recv, 64<<10)
+		require.NoError(t, err)
+		require.Equal(t, 64<<10, got, "recv %v", recv)
+		require.Equal(t, 64<<10, e.qp.SocketBuffer(recv), "recv %v", recv)
+	}
+}
