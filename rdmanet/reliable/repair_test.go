@@ -273,3 +273,32 @@ func TestLostSentCountedOnce(t *testing.T) {
 	require.Equal(t, before.NAKsReceived+1, st.NAKsReceived)
 	require.Equal(t, before.RepairsMulticast, st.RepairsMulticast, "nothing of seq 0 to repair")
 }
+
+// A NAK for a datagram whose last send has not completed is not answered
+// yet (the device may still read the slot, whose header a repair
+// rewrites): counted as RepairsDeferred; asked again once the send
+// completed, it is repaired.
+func TestRepairDeferredWhileSendInFlight(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	_, err := tx.WriteTo([]byte("m0"), group)
+	require.NoError(t, err)
+	s := &tx.snd
+	s.mu.Lock()
+	slot := s.wi.of(0)
+	s.posted[slot] = tx.conn.SendsPosted() + 1 // not completed
+	s.mu.Unlock()
+	from := rdmanet.Addr{QPN: 0x4253}
+	before := tx.Stats()
+	inject(tx, nakDG(85, tx.session, 0, 1), from)
+	st := tx.Stats()
+	require.Equal(t, before.RepairsDeferred+1, st.RepairsDeferred, "stats %+v", st)
+	require.Equal(t, before.RepairsMulticast, st.RepairsMulticast, "repaired under the device")
+	s.mu.Lock()
+	s.posted[slot] = 0
+	s.mu.Unlock()
+	inject(tx, nakDG(85, tx.session, 0, 1), from)
+	st2 := tx.Stats()
+	require.Equal(t, st.RepairsMulticast+1, st2.RepairsMulticast, "asked again, completed; stats %+v", st2)
+	require.Equal(t, st.RepairsDeferred, st2.RepairsDeferred)
+}

@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -145,4 +146,47 @@ func TestWindowWaitCounted(t *testing.T) {
 	s.posted[0] = tx.conn.SendsPosted() + 1
 	require.Error(t, s.reuse(0), "a send not completed, and WaitSends failing")
 	require.Equal(t, before+1, tx.Stats().WindowWaits)
+}
+
+// A write whose next window slot cannot be waited for (WaitSends fails)
+// returns that error and sends nothing of its message; once the slot is
+// free the next write goes out as the next message.
+func TestWriteReturnsSlotWaitError(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	_, err := tx.WriteTo([]byte("m0"), group)
+	require.NoError(t, err)
+	s := &tx.snd
+	s.mu.Lock()
+	slot := int(s.wi.of(s.next))
+	next := s.next
+	s.posted[slot] = tx.conn.SendsPosted() + 1 // a send not completed, and WaitSends failing
+	s.mu.Unlock()
+	before := tx.Stats()
+	n, err := tx.WriteTo([]byte("m1"), group)
+	require.Error(t, err, "the slot's wait failed")
+	require.Zero(t, n)
+	st := tx.Stats()
+	require.Equal(t, before.MessagesSent, st.MessagesSent, "stats %+v", st)
+	require.Equal(t, before.DatagramsSent, st.DatagramsSent)
+	require.Equal(t, before.WindowWaits+1, st.WindowWaits)
+	s.mu.Lock()
+	require.Equal(t, next, s.next, "the window moved")
+	s.posted[slot] = 0
+	s.mu.Unlock()
+	_, err = tx.WriteTo([]byte("m1"), group)
+	require.NoError(t, err)
+	require.Equal(t, before.MessagesSent+1, tx.Stats().MessagesSent)
+}
+
+// A write that finds the sender stopped (Close got there between the
+// write's own check and its turn) sends nothing: 0 messages, ErrClosed.
+func TestWriteAfterStopSendsNothing(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{})
+	tx.snd.stop()
+	n, err := tx.snd.write([]rdmanet.Message{{Buffer: []byte("late")}})
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.Zero(t, n)
+	require.Zero(t, tx.Stats().MessagesSent)
 }
