@@ -142,6 +142,33 @@ func TestListenErrors(t *testing.T) {
 	require.ErrorContains(t, err, "Window 3")
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "listen", op.Op)
+
+	// The conn underneath fails: its error, as it gave it.
+	lc.Config.Window = 0
+	var unknown net.UnknownNetworkError
+	_, err = lc.ListenMulticast(t.Context(), "udp", nil, newGroup())
+	require.ErrorAs(t, err, &unknown, "got %v", err)
+	require.ErrorAs(t, err, &op)
+	require.Equal(t, "listen", op.Op)
+	// The package's ListenMulticast: the zero ListenConfig, the same errors.
+	_, err = ListenMulticast("udp", nil, newGroup())
+	require.ErrorAs(t, err, &unknown, "got %v", err)
+	_, err = ListenMulticast("rdma", nil, nil)
+	require.ErrorIs(t, err, errNoGroup)
+}
+
+// New takes a conn and one of its groups: a group it is not in fails
+// (rdmanet.ErrNotJoined) and leaves the conn open; so does a nil conn.
+func TestNewNeedsAJoinedGroup(t *testing.T) {
+	group := newGroup()
+	raw := rawConn(t, group)
+	other := newGroup()
+	_, err := New(raw, other, Config{})
+	require.ErrorIs(t, err, rdmanet.ErrNotJoined, "group %v", other)
+	_, err = raw.GroupAddr(group)
+	require.NoError(t, err, "the conn closed by a failed New")
+	_, err = New(nil, other, Config{})
+	require.ErrorContains(t, err, "nil")
 }
 
 // SetReadBuffer and SetWriteBuffer pass to the underlying conn (on the

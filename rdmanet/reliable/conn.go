@@ -63,7 +63,7 @@ var _ net.PacketConn = (*Conn)(nil)
 
 // New runs a reliable conn over c, which must have joined group. The
 // reliable conn owns c from then on: Close closes it, and nothing else may
-// read from it.
+// read from it. When New fails, c is left as it was, still the caller's.
 func New(c *rdmanet.Conn, group net.Addr, cfg Config) (*Conn, error) {
 	return newConn(c, group, cfg, nil)
 }
