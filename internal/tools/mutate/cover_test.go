@@ -84,3 +84,27 @@ func g() error { return nil }
 		t.Error("a line in no block of the file: not covered")
 	}
 }
+
+// A mutant runs the tests that execute its lines, all tests for a line
+// in no block, none when no test executes it.
+func TestSelectionNamesTheTestsOfItsLines(t *testing.T) {
+	tc := &testCoverage{
+		names: []string{"TestA", "TestB", "TestC"},
+		lines: map[string]map[int]uint8{"pkg/p.go": {5: executed, 6: executed, 7: inBlock}},
+		by:    map[string]map[int][]int{"pkg/p.go": {5: {0, 2}, 6: {1}}},
+	}
+	for _, c := range []struct {
+		m    mutant
+		want string
+	}{
+		{mutant{file: "pkg/p.go", line: 5, endLine: 5, kind: "cmp"}, "^(TestA|TestC)$"},
+		{mutant{file: "pkg/p.go", line: 5, endLine: 6, kind: "lit"}, "^(TestA|TestB|TestC)$"},
+		{mutant{file: "pkg/p.go", line: 5, endLine: 6, kind: "errret"}, "^(TestB)$"}, // the return's line only
+		{mutant{file: "pkg/p.go", line: 7, endLine: 7, kind: "cmp"}, ""},             // not covered
+		{mutant{file: "pkg/p.go", line: 9, endLine: 9, kind: "lit"}, ""},             // a constant: every test
+	} {
+		if got := tc.selection(c.m); got != c.want {
+			t.Errorf("%s:%d-%d %s: selection %q, want %q", c.m.file, c.m.line, c.m.endLine, c.m.kind, got, c.want)
+		}
+	}
+}

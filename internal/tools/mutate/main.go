@@ -12,6 +12,13 @@
 // survives for certain; it is reported NOCOVER and counted a survivor
 // without being run.
 //
+// With -pertest, the baseline runs each test alone, with its own profile,
+// and a mutant runs only the tests that execute its lines (all of them
+// for a line outside every block, such as a constant's): a survivor then
+// costs the tests that could kill it, not the whole suite. A test that
+// fails alone on the original is left out of every selection (it would
+// kill every mutant), and said.
+//
 // The mutations are the kind real bugs take:
 //
 //	cmp      a comparison moved across its boundary or negated:
@@ -48,6 +55,8 @@
 //	                 coverage profile; mutants of lines no test executes
 //	                 are survivors, not run
 //	  -list          list the mutants, run nothing
+//	  -pertest       run each test alone in the baseline, then each
+//	                 mutant with only the tests that execute its lines
 //	  -uncovered     list the mutants no test executes (the sure
 //	                 survivors: test gaps), run only the baseline
 //
@@ -123,6 +132,7 @@ func main() {
 	files := flag.String("files", "", "only the files whose base name matches this regexp")
 	match := flag.String("match", "", "of the sample, only the mutants whose printed line matches this regexp")
 	uncovered := flag.Bool("uncovered", false, "list the mutants on lines no test executes, run only the tests on the original")
+	pertest := flag.Bool("pertest", false, "run each test alone in the baseline, then each mutant with only the tests that execute its lines")
 	cover := flag.Bool("cover", true, "run the tests on the original first, with a coverage profile; mutants on lines no test executes are survivors, not run")
 	flag.Parse()
 	if flag.NArg() == 0 {
@@ -140,7 +150,7 @@ func main() {
 		want[strings.TrimSpace(k)] = true
 	}
 
-	if *uncovered {
+	if *uncovered || *pertest {
 		*cover = true
 	}
 	var work string
@@ -187,11 +197,23 @@ func main() {
 		fmt.Printf("== %s: %d mutants, %d to run\n", pkg, total, len(ms))
 		s := summary{pkg: pkg}
 		var covered map[string]map[int]uint8
+		var byTest *testCoverage
 		if *cover && !*list && len(ms) > 0 {
 			start := time.Now()
-			covered, err = baseline(work, pkg, *timeout, *run, *skip, *short, *netns)
-			check(err)
-			fmt.Printf("   tests pass on the original (%v); coverage profile read\n", time.Since(start).Round(100*time.Millisecond))
+			if *pertest {
+				byTest, err = baselinePerTest(work, pkg, *timeout, *run, *skip, *short, *netns)
+				check(err)
+				covered = byTest.lines
+				fmt.Printf("   %d tests run alone on the original (%v)", len(byTest.names), time.Since(start).Round(100*time.Millisecond))
+				if len(byTest.failed) > 0 {
+					fmt.Printf("; %d fail alone, left out: %s", len(byTest.failed), strings.Join(byTest.failed, " "))
+				}
+				fmt.Println()
+			} else {
+				covered, err = baseline(work, pkg, *timeout, *run, *skip, *short, *netns)
+				check(err)
+				fmt.Printf("   tests pass on the original (%v); coverage profile read\n", time.Since(start).Round(100*time.Millisecond))
+			}
 		}
 		for i, m := range ms {
 			if *list {
@@ -212,8 +234,14 @@ func main() {
 				fmt.Printf("[%d/%d] NOCOVER  %v\n", i+1, len(ms), m)
 				continue
 			}
+			mrun := *run
+			if byTest != nil {
+				if sel := byTest.selection(m); sel != "" {
+					mrun = sel
+				}
+			}
 			start := time.Now()
-			o, detail := runMutant(work, pkg, m, *timeout, *run, *skip, *short, *netns)
+			o, detail := runMutant(work, pkg, m, *timeout, mrun, *skip, *short, *netns)
 			took := time.Since(start).Round(100 * time.Millisecond)
 			switch o {
 			case killed:
@@ -547,6 +575,137 @@ func parseCover(b []byte, mod string) (map[string]map[int]uint8, error) {
 		}
 	}
 	return lines, nil
+}
+
+// testCoverage is the baseline of -pertest: each test's executed lines.
+type testCoverage struct {
+	lines  map[string]map[int]uint8 // all tests together, as parseCover
+	names  []string                 // the tests that pass alone
+	by     map[string]map[int][]int // file, line: indexes into names
+	failed []string                 // tests that fail alone on the original
+}
+
+// baselinePerTest builds pkg's test binary with coverage in work, lists
+// its tests (those run matches; no benchmarks) and runs each alone with
+// its own profile, in the package's directory as go test does.
+func baselinePerTest(work, pkg string, timeout time.Duration, run, skip string, short, netns bool) (*testCoverage, error) {
+	tmp, err := os.MkdirTemp("", "mutate-pertest-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "pkg.test")
+	build := exec.Command("go", "test", "-c", "-cover", "-o", bin, pkg)
+	build.Dir = work
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s: go test -c: %v: %s", pkg, err, out)
+	}
+	mod := exec.Command("go", "list", "-m")
+	mod.Dir = work
+	name, err := mod.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m: %w", err)
+	}
+	modPath := strings.TrimSpace(string(name))
+	dir := filepath.Join(work, filepath.FromSlash(strings.TrimPrefix(pkg, "./")))
+	exe := func(ctx context.Context, args ...string) *exec.Cmd {
+		var cmd *exec.Cmd
+		if netns {
+			script := `ip link set lo up && exec "$@"`
+			cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "sh", bin}, args...)...)
+		} else {
+			cmd = exec.CommandContext(ctx, bin, args...)
+		}
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		return cmd
+	}
+	listRE := run
+	if listRE == "" {
+		listRE = "."
+	}
+	out, err := exe(context.Background(), "-test.list", listRE).Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: -test.list: %v", pkg, err)
+	}
+	tc := &testCoverage{lines: map[string]map[int]uint8{}, by: map[string]map[int][]int{}}
+	prof := filepath.Join(tmp, "cover.out")
+	for _, t := range strings.Fields(string(out)) {
+		if strings.HasPrefix(t, "Benchmark") {
+			continue
+		}
+		args := []string{"-test.run", "^" + regexp.QuoteMeta(t) + "$", "-test.count=1", "-test.timeout", timeout.String(), "-test.coverprofile", prof}
+		if skip != "" {
+			args = append(args, "-test.skip", skip)
+		}
+		if short {
+			args = append(args, "-test.short")
+		}
+		os.Remove(prof)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+		err := exe(ctx, args...).Run()
+		cancel()
+		if err != nil {
+			tc.failed = append(tc.failed, t)
+			continue
+		}
+		b, err := os.ReadFile(prof)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s's profile: %v", pkg, t, err)
+		}
+		lines, err := parseCover(b, modPath)
+		if err != nil {
+			return nil, err
+		}
+		idx := len(tc.names)
+		tc.names = append(tc.names, t)
+		for file, ls := range lines {
+			if tc.lines[file] == nil {
+				tc.lines[file] = map[int]uint8{}
+				tc.by[file] = map[int][]int{}
+			}
+			for n, st := range ls {
+				tc.lines[file][n] = max(tc.lines[file][n], st)
+				if st == executed {
+					tc.by[file][n] = append(tc.by[file][n], idx)
+				}
+			}
+		}
+	}
+	if len(tc.names) == 0 {
+		return nil, fmt.Errorf("%s: no test passes alone on the original code (failed: %v)", pkg, tc.failed)
+	}
+	return tc, nil
+}
+
+// selection is the go test -run regexp of the tests that execute m's
+// lines (as covered reads them), or "" for every test: one of its lines
+// is outside every block, so any test may use it.
+func (tc *testCoverage) selection(m mutant) string {
+	from, to := m.line, max(m.line, m.endLine)
+	if m.kind == "errret" && to > from {
+		from++
+	}
+	set := map[int]bool{}
+	for n := from; n <= to; n++ {
+		if tc.lines[m.file][n] == 0 {
+			return ""
+		}
+		for _, i := range tc.by[m.file][n] {
+			set[i] = true
+		}
+	}
+	if len(set) == 0 {
+		return "" // not covered: the caller does not run it
+	}
+	names := make([]string, 0, len(set))
+	for i := range set {
+		names = append(names, regexp.QuoteMeta(tc.names[i]))
+	}
+	sort.Strings(names)
+	return "^(" + strings.Join(names, "|") + ")$"
 }
 
 // covered reports whether a test may execute what m changes: false only
