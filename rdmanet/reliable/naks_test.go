@@ -64,3 +64,33 @@ func TestNAKPendingForOneSender(t *testing.T) {
 	}
 	require.False(t, r.rcv.nakPending(), "the gap filled")
 }
+
+// A NAK timer that finds nothing missing inside the receive window stops:
+// a gap past a full window (the reader is behind) is not asked for, and
+// no retry is armed. Sixteen datagrams fill RecvWindow, the seventeenth
+// is missing and the eighteenth an overrun; the round's NAK falls due
+// with nothing to ask.
+func TestNAKTimerStopsWithNothingInsideTheWindow(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 16, MaxMessage: 1024, SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr)
+	for i := range uint64(16) {
+		inject(r, dataDG(86, i, i, 0, 1, []byte("m")), from)
+	}
+	before := r.Stats()
+	inject(r, dataDG(86, 17, 17, 0, 1, []byte("m17")), from) // 16 missing, 17 past the window
+	require.Equal(t, before.Overruns+1, r.Stats().Overruns)
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := rc.peers[peerKey{addr: from, session: 86}]
+	require.NotNil(t, p)
+	due := p.nak.due
+	rc.mu.Unlock()
+	rc.tick(max(due, r.now())) // the timer loop may have been first: then this finds it done
+	rc.mu.Lock()
+	state, pending := p.nak.state, rc.pending
+	rc.mu.Unlock()
+	require.Equal(t, nakIdle, state, "a timer left running with nothing to ask")
+	require.Zero(t, pending)
+	require.Equal(t, before.NAKsSent, r.Stats().NAKsSent, "a NAK for a gap past the window")
+}
