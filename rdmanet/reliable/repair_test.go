@@ -302,3 +302,18 @@ func TestRepairDeferredWhileSendInFlight(t *testing.T) {
 	require.Equal(t, st.RepairsMulticast+1, st2.RepairsMulticast, "asked again, completed; stats %+v", st2)
 	require.Equal(t, st.RepairsDeferred, st2.RepairsDeferred)
 }
+
+// A sender's repair credit starts full at the burst the package doc
+// promises, 256 KiB: a spoofed NAK stream makes an idle sender repair at
+// most that at once.
+func TestRepairBurstIs256KiB(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{})
+	s := &tx.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, float64(256<<10), s.repair.burst)
+	require.Equal(t, float64(256<<10), s.repair.credit, "an idle sender's credit")
+	require.True(t, s.repair.covers(256<<10, tx.now()))
+	require.False(t, s.repair.covers(256<<10+1, tx.now()), "past the burst")
+}

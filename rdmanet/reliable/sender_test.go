@@ -121,3 +121,41 @@ func TestSenderLowEmptyMessages(t *testing.T) {
 		require.Equal(t, [2]uint64{36, 36}, [2]uint64{seq, msg}, "size %d: 100 sent, a window of 64", size)
 	}
 }
+
+// The heartbeat is due at exactly lastSend + hbEvery: a tick then sends
+// it, a tick a nanosecond before does not. Heartbeats at 1 s and more
+// keep the timer loop's own ticks out of the test.
+func TestHeartbeatAtItsDue(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{HeartbeatInterval: time.Second, HeartbeatMax: time.Minute})
+	deadline := time.Now().Add(10 * time.Second)
+	for tx.Stats().Heartbeats == 0 { // the first, at Listen
+		require.False(t, time.Now().After(deadline), "no heartbeat at Listen")
+		time.Sleep(100 * time.Microsecond)
+	}
+	s := &tx.snd
+	s.mu.Lock()
+	every := s.hbEvery
+	due := s.lastSend + every
+	s.mu.Unlock()
+	before := tx.Stats().Heartbeats
+	s.tick(due - 1)
+	require.Equal(t, before, tx.Stats().Heartbeats, "a nanosecond before due")
+	s.tick(due)
+	require.Equal(t, before+1, tx.Stats().Heartbeats, "at due")
+	// An idle sender's heartbeats back off, doubling up to HeartbeatMax.
+	s.mu.Lock()
+	got := s.hbEvery
+	s.mu.Unlock()
+	require.Equal(t, min(2*every, int64(time.Minute)), got, "the interval after a heartbeat (was %v)", time.Duration(every))
+	for range 10 {
+		s.mu.Lock()
+		due = s.lastSend + s.hbEvery
+		s.mu.Unlock()
+		s.tick(due)
+	}
+	s.mu.Lock()
+	got = s.hbEvery
+	s.mu.Unlock()
+	require.Equal(t, int64(time.Minute), got, "HeartbeatMax")
+}
