@@ -4,7 +4,9 @@ package rdmanet_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,21 @@ func TestListenConfigRejectsNegativeValues(t *testing.T) {
 		assert.ErrorAs(t, err, &oe, name)
 		assert.ErrorContains(t, err, "ListenConfig."+name, name)
 		assert.ErrorContains(t, err, "must not be negative", name)
+	}
+}
+
+// ParseAddr's error quotes the string cut to its first 64 bytes: one of
+// exactly 64 whole, one of 65 cut.
+func TestParseAddrErrorQuotes64Bytes(t *testing.T) {
+	for _, n := range []int{63, 64, 65, 100} {
+		s := strings.Repeat("x", n)
+		_, err := rdmanet.ParseAddr(s)
+		var ae *net.AddrError
+		require.True(t, errors.As(err, &ae), "ParseAddr(%d bytes): %v", n, err)
+		want := strconv.Quote(s)
+		if n > 64 {
+			want = strconv.Quote(s[:64]) + "... (" + strconv.Itoa(n) + " bytes)"
+		}
+		require.Equal(t, want, ae.Addr, "%d bytes", n)
 	}
 }

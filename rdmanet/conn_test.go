@@ -682,3 +682,19 @@ func TestBackendChoice(t *testing.T) {
 	require.Equal(t, "software", c.Backend().Name)
 	c.Close()
 }
+
+// A ReadBatch of no messages reads none and returns at once: 0 and no
+// error on an open conn, 0 and net.ErrClosed after Close.
+func TestReadBatchOfNone(t *testing.T) {
+	t.Parallel()
+	c := listen(t, newGroup())
+	for _, ms := range [][]rdmanet.Message{nil, {}} {
+		n, err := c.ReadBatch(ms)
+		require.NoError(t, err)
+		require.Zero(t, n)
+	}
+	require.NoError(t, c.Close())
+	n, err := c.ReadBatch(nil)
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.Zero(t, n)
+}

@@ -1,8 +1,13 @@
 //go:build linux
 
+// Hooks into the package's internals for its tests (package
+// rdmanet_test): the state a test reads, the constants it bounds, the
+// timers it observes. The test backends are in export_backends_test.go.
+
 package rdmanet
 
 import (
+	"sync"
 	"time"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -30,81 +35,93 @@ func DropCountKeys(c *Conn) ([]string, bool) {
 	return keys, keys != nil
 }
 
-// testProvider is a test backend: the provider named base, whose IDs wrap
-// wraps to change what the conn sees. It serves no address by itself: a
-// test names it in ListenConfig.Backend. The export_*_test.go files
-// register one each.
-type testProvider struct {
-	name, base string
-	wrap       func(verbs.ID) verbs.ID
+// AHCacheLen returns how many unicast address handles c keeps.
+func AHCacheLen(c *Conn) int {
+	c.wr.mu.Lock()
+	defer c.wr.mu.Unlock()
+	return len(c.wr.ahs)
 }
 
-func (p testProvider) baseProvider() verbs.Provider {
-	b, err := verbs.Lookup(p.base)
-	if err != nil {
-		panic(err)
+// MaxAHCache is how many unicast address handles a conn keeps at most.
+const MaxAHCache = maxAHCache
+
+// FreedSpans returns how many freed SendBuffers c still recognizes
+// (writes of their memory fail with ErrSendBufferFreed).
+func FreedSpans(c *Conn) int {
+	c.wr.mu.Lock()
+	defer c.wr.mu.Unlock()
+	return len(c.wr.freedSpans)
+}
+
+// MaxFreedSpans is how many freed SendBuffers a conn recognizes at most.
+const MaxFreedSpans = maxFreedSpans
+
+// Depths returns the receive and send ring depths c listened with.
+func Depths(c *Conn) (recv, send int) { return c.cfg.RecvDepth, c.cfg.SendDepth }
+
+// BindTarget says what a BindConfig asks for, as the auto backend's
+// fallback reason names it.
+func BindTarget(bc verbs.BindConfig) string { return bindTarget(bc) }
+
+// SpansLeftAfter returns the [base, base+size) spans of bases and sizes
+// that deleteOverlaps keeps when a buffer at [nb, nb+ns) is mapped.
+func SpansLeftAfter(bases, sizes []uintptr, nb, ns uintptr) [][2]uintptr {
+	var spans []span
+	for i := range bases {
+		spans = append(spans, span{bases[i], sizes[i]})
 	}
-	return b
-}
-
-func (p testProvider) Name() string                         { return p.name }
-func (p testProvider) Available() error                     { return p.baseProvider().Available() }
-func (p testProvider) Devices() ([]verbs.DeviceAttr, error) { return p.baseProvider().Devices() }
-func (testProvider) Serves(verbs.BindConfig) bool           { return false }
-func (p testProvider) Bind(cfg verbs.BindConfig) (verbs.ID, error) {
-	id, err := p.baseProvider().Bind(cfg)
-	if err != nil {
-		return nil, err
+	var out [][2]uintptr
+	for _, sp := range deleteOverlaps(spans, span{nb, ns}) {
+		out = append(out, [2]uintptr{sp.base, sp.size})
 	}
-	return p.wrap(id), nil
+	return out
 }
 
-// wrapQPs is a testProvider wrap for IDs whose QPs wrap wraps.
-func wrapQPs(wrap func(verbs.QP) verbs.QP) func(verbs.ID) verbs.ID {
-	return func(id verbs.ID) verbs.ID { return qpWrapID{id, wrap} }
+// Unread is what rdmanet/reliable asks of c: whether received datagrams
+// wait to be read, and whether that is known.
+func Unread(c *Conn) (pending, known bool) { return c.unread() }
+
+// RecoverRetry is how long a failed QP reset waits before the next try.
+const RecoverRetry = recoverRetry
+
+// waitLog records the waits asked of a time.After stand-in.
+type waitLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
 }
 
-type qpWrapID struct {
-	verbs.ID
-	wrap func(verbs.QP) verbs.QP
+func (l *waitLog) add(d time.Duration) {
+	l.mu.Lock()
+	l.waits = append(l.waits, d)
+	l.mu.Unlock()
 }
 
-func (id qpWrapID) CreateQP(cfg verbs.QPConfig) (verbs.QP, error) {
-	qp, err := id.ID.CreateQP(cfg)
-	if err != nil {
-		return nil, err
+func (l *waitLog) get() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.waits...)
+}
+
+// ObserveRejoinWaits makes every conn's rejoin back-off end at once and
+// records it; waits returns them so far, and restore puts time.After
+// back. Not for parallel tests.
+func ObserveRejoinWaits() (waits func() []time.Duration, restore func()) {
+	var l waitLog
+	rejoinAfter = func(d time.Duration) <-chan time.Time {
+		l.add(d)
+		return time.After(0)
 	}
-	return id.wrap(qp), nil
+	return l.get, func() { rejoinAfter = time.After }
 }
 
-// hookCQ is a CQ whose completions, polled or waited for, pass through
-// after before the conn sees them.
-type hookCQ struct {
-	verbs.CQ
-	after func([]verbs.WC)
-}
-
-func (c hookCQ) Poll(wcs []verbs.WC) (int, error) {
-	n, err := c.CQ.Poll(wcs)
-	c.after(wcs[:n])
-	return n, err
-}
-
-func (c hookCQ) NewWaiter(spin time.Duration) (verbs.CQWaiter, error) {
-	w, err := c.CQ.NewWaiter(spin)
-	if err != nil {
-		return nil, err
+// ObserveRecoverWaits records every conn's recoverLoop wait, cut to
+// RecoverRetry at most; waits returns them so far, and restore puts
+// time.After back. Not for parallel tests.
+func ObserveRecoverWaits() (waits func() []time.Duration, restore func()) {
+	var l waitLog
+	recoverAfter = func(d time.Duration) <-chan time.Time {
+		l.add(d)
+		return time.After(min(d, recoverRetry))
 	}
-	return hookWaiter{w, c.after}, nil
-}
-
-type hookWaiter struct {
-	verbs.CQWaiter
-	after func([]verbs.WC)
-}
-
-func (w hookWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
-	n, err := w.CQWaiter.WaitPoll(wcs)
-	w.after(wcs[:n])
-	return n, err
+	return l.get, func() { recoverAfter = time.After }
 }
