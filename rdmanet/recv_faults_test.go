@@ -28,24 +28,32 @@ func TestBadReceiveCompletionsDropped(t *testing.T) {
 			switch seen.Add(1) {
 			case 1:
 				wcs[i].Status = verbs.WCGeneralErr
-			case 2:
-				wcs[i].Status = verbs.WCWRFlushErr
 			case 3:
+				wcs[i].Status = verbs.WCWRFlushErr
+			case 4:
 				wcs[i].ByteLen = verbs.GRHSize - 1
 			}
 		}
 	}}
 	g := newGroup()
 	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f); lc.RecvDepth = 4 })
-	for i := range 4 {
-		_, err := c.WriteTo([]byte(fmt.Sprint(i)), g)
-		require.NoError(t, err)
+	require.Empty(t, c.Stats().Dropped, "no key for a count of none")
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			_, err := c.WriteTo([]byte(fmt.Sprint(i)), g)
+			require.NoError(t, err)
+		}
 	}
+	send(0, 2)
 	b, _ := mustRead(t, c)
-	require.Equal(t, "3", string(b), "the one good completion")
-	require.Equal(t, map[string]uint64{rdmanet.DropWCError: 2}, nonZero(c.Stats().Dropped))
-	require.Equal(t, uint64(1), c.Stats().Received)
-	// The four buffers are posted again: a ring of 4 takes 8 more.
+	require.Equal(t, "1", string(b), "the good completion after the failed one")
+	require.Equal(t, map[string]uint64{rdmanet.DropWCError: 1}, c.Stats().Dropped)
+	send(2, 5)
+	b, _ = mustRead(t, c)
+	require.Equal(t, "4", string(b), "the good completion after a flushed and a short one")
+	require.Equal(t, map[string]uint64{rdmanet.DropWCError: 2}, c.Stats().Dropped, "the short one counted, the flushed one not")
+	require.Equal(t, uint64(2), c.Stats().Received)
+	// The buffers are posted again: a ring of 4 takes 8 more.
 	for i := range 8 {
 		_, err := c.WriteTo([]byte(fmt.Sprint("again ", i)), g)
 		require.NoError(t, err)

@@ -118,7 +118,12 @@ func TestUnicastAddressHandleFailure(t *testing.T) {
 	_, err = c.WriteTo([]byte("x"), peer)
 	require.ErrorIs(t, err, errFault)
 	require.Equal(t, map[string]uint64{rdmanet.SendErrNetUnreachable: 1}, c.Stats().SendFailed)
-	require.Equal(t, uint64(1), c.Stats().SendErrors)
+	require.Equal(t, uint64(1), c.Stats().SendErrors, "the error without an errno is not counted")
+	var perm error = fmt.Errorf("create AH: %w", syscall.EPERM) // errno 1
+	fail.Store(&perm)
+	_, err = c.WriteTo([]byte("x"), peer)
+	require.ErrorIs(t, err, syscall.EPERM)
+	require.Equal(t, map[string]uint64{rdmanet.SendErrNetUnreachable: 1, rdmanet.SendErrNotPermitted: 1}, c.Stats().SendFailed)
 	require.Zero(t, rdmanet.AHCacheLen(c), "no handle kept for a failed one")
 	fail.Store(nil)
 	_, err = c.WriteTo([]byte("x"), peer)
@@ -187,7 +192,7 @@ func TestCopiedSendsThroughSmallRing(t *testing.T) {
 	ga, err := c.GroupAddr(g)
 	require.NoError(t, err)
 	payload := func(i int) []byte {
-		if i%2 == 0 {
+		if i%3 == 0 {
 			return []byte(fmt.Sprintf("small %d", i)) // inline
 		}
 		return bytes.Repeat([]byte{byte(i)}, 65+i) // copied
@@ -216,7 +221,7 @@ func TestCopiedSendsThroughSmallRing(t *testing.T) {
 	}
 	st := c.Stats()
 	require.Equal(t, uint64(lone+batched), st.Sent)
-	require.Equal(t, uint64((lone+batched)/2), st.SentCopied)
+	require.Equal(t, uint64((lone+batched)*2/3), st.SentCopied, "the two in three over the inline limit")
 }
 
 // A WriteBatch that cannot get a free slot before the write deadline
