@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"runtime"
@@ -42,7 +43,14 @@ func RunInOwnNetns(t *testing.T, setup ...string) string {
 	}
 	script := strings.Join(append([]string{"ip link set lo up"}, setup...), " && ") + ` && exec "$0" "$@"`
 	run := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
-	cmd := exec.Command("unshare", "-n", "sh", "-c", script, os.Args[0], "-test.run="+run, "-test.v", "-test.count=1")
+	args := []string{"-n", "sh", "-c", script, os.Args[0], "-test.run=" + run, "-test.v", "-test.count=1"}
+	// In a coverage run the child writes its counters where the parent's
+	// are merged, so what only the child executes counts as covered (the
+	// mutation tool's baseline would take it for code no test runs).
+	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.gocoverdir="+f.Value.String())
+	}
+	cmd := exec.Command("unshare", args...)
 	// Only the software backend runs in a namespace with lo alone.
 	cmd.Env = append(os.Environ(), EnvNetns+"="+t.Name(), "RDMANET_BACKEND=")
 	out, err := cmd.CombinedOutput()
