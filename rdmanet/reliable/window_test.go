@@ -154,6 +154,11 @@ func TestWindowWaitCounted(t *testing.T) {
 func TestWriteReturnsSlotWaitError(t *testing.T) {
 	group := newGroup()
 	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	if tx.conn.Backend().Name != rdmanet.BackendSoftware {
+		// A mark past SendsPosted fails WaitSends at once only there;
+		// rdma-core waits on its completion channel.
+		t.Skip("the failing slot wait is the software backend's")
+	}
 	_, err := tx.WriteTo([]byte("m0"), group)
 	require.NoError(t, err)
 	s := &tx.snd
