@@ -473,18 +473,23 @@ func isErrReturn(s *ast.IfStmt) bool {
 	return ok1 && ok2 && x.Name == "err" && y.Name == "nil"
 }
 
-// goTest builds the command for go test with args in work: in a private
+// goTest builds the command for go test with args in work.
+func goTest(ctx context.Context, work string, netns bool, args []string) *exec.Cmd {
+	return testCommand(ctx, work, netns, "go", args)
+}
+
+// testCommand builds the command prog args, run in dir: in a private
 // network namespace with lo up when netns, with RDMANET_TEST_NFT=1, in
 // its own process group, killed at ctx's end.
-func goTest(ctx context.Context, work string, netns bool, args []string) *exec.Cmd {
+func testCommand(ctx context.Context, dir string, netns bool, prog string, args []string) *exec.Cmd {
 	var cmd *exec.Cmd
 	if netns {
-		script := `ip link set lo up && exec go "$@"`
-		cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "go"}, args...)...)
+		script := `ip link set lo up && exec "$0" "$@"`
+		cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, prog}, args...)...)
 	} else {
-		cmd = exec.CommandContext(ctx, "go", args...)
+		cmd = exec.CommandContext(ctx, prog, args...)
 	}
-	cmd.Dir = work
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -609,18 +614,7 @@ func baselinePerTest(work, pkg string, timeout time.Duration, run, skip string, 
 	modPath := strings.TrimSpace(string(name))
 	dir := filepath.Join(work, filepath.FromSlash(strings.TrimPrefix(pkg, "./")))
 	exe := func(ctx context.Context, args ...string) *exec.Cmd {
-		var cmd *exec.Cmd
-		if netns {
-			script := `ip link set lo up && exec "$@"`
-			cmd = exec.CommandContext(ctx, "unshare", append([]string{"-n", "sh", "-c", script, "sh", bin}, args...)...)
-		} else {
-			cmd = exec.CommandContext(ctx, bin, args...)
-		}
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "RDMANET_TEST_NFT=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		return cmd
+		return testCommand(ctx, dir, netns, bin, args)
 	}
 	listRE := run
 	if listRE == "" {
@@ -684,10 +678,7 @@ func baselinePerTest(work, pkg string, timeout time.Duration, run, skip string, 
 // lines (as covered reads them), or "" for every test: one of its lines
 // is outside every block, so any test may use it.
 func (tc *testCoverage) selection(m mutant) string {
-	from, to := m.line, max(m.line, m.endLine)
-	if m.kind == "errret" && to > from {
-		from++
-	}
+	from, to := m.lines()
 	set := map[int]bool{}
 	for n := from; n <= to; n++ {
 		if tc.lines[m.file][n] == 0 {
@@ -708,6 +699,17 @@ func (tc *testCoverage) selection(m mutant) string {
 	return "^(" + strings.Join(names, "|") + ")$"
 }
 
+// lines are the lines whose execution makes m visible: the lines it
+// spans, or for a dropped error return the return inside it (the
+// condition is evaluated whenever the if is reached).
+func (m mutant) lines() (from, to int) {
+	from, to = m.line, max(m.line, m.endLine)
+	if m.kind == "errret" && to > from {
+		from++
+	}
+	return from, to
+}
+
 // covered reports whether a test may execute what m changes: false only
 // when its lines are all statements of blocks no test executed (for a
 // dropped error return, the lines of the return inside it: the condition
@@ -715,10 +717,7 @@ func (tc *testCoverage) selection(m mutant) string {
 // makes the drop visible). A line outside every block, such as a
 // constant's, may be used by executed code: covered.
 func (m mutant) covered(lines map[string]map[int]uint8) bool {
-	from, to := m.line, max(m.line, m.endLine)
-	if m.kind == "errret" && to > from {
-		from++
-	}
+	from, to := m.lines()
 	for n := from; n <= to; n++ {
 		if lines[m.file][n] != inBlock {
 			return true
