@@ -286,7 +286,9 @@ func TestRepairDeferredWhileSendInFlight(t *testing.T) {
 	s := &tx.snd
 	s.mu.Lock()
 	slot := s.wi.of(0)
-	s.posted[slot] = tx.conn.SendsPosted() + 1 // not completed
+	// Not completed: a mark far past SendsPosted, which the heartbeats
+	// the conn posts meanwhile (completing at once) do not reach.
+	s.posted[slot] = tx.conn.SendsPosted() + 1<<40
 	s.mu.Unlock()
 	from := rdmanet.Addr{QPN: 0x4253}
 	before := tx.Stats()
