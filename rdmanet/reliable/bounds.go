@@ -90,7 +90,7 @@ var configBounds = []bound{
 	intBound("RecvWindow", func(c *Config) *int { return &c.RecvWindow }, 1024, 16, maxWindow).narrowed(twoMessages),
 	intBound("MaxSenders", func(c *Config) *int { return &c.MaxSenders }, 64, 1, maxSenders),
 	durBound("NAKDelay", func(c *Config) *time.Duration { return &c.NAKDelay }, 0, time.Microsecond, time.Second),
-	durBound("InitialRTT", func(c *Config) *time.Duration { return &c.InitialRTT }, 50*time.Microsecond, time.Microsecond, time.Second),
+	durBound("InitialRTT", func(c *Config) *time.Duration { return &c.InitialRTT }, 200*time.Microsecond, time.Microsecond, time.Second),
 	durBound("RepairLinger", func(c *Config) *time.Duration { return &c.RepairLinger }, 20*time.Microsecond, time.Microsecond, time.Second),
 	durBound("HeartbeatInterval", func(c *Config) *time.Duration { return &c.HeartbeatInterval }, 100*time.Microsecond, 10*time.Microsecond, time.Second),
 	durBound("HeartbeatMax", func(c *Config) *time.Duration { return &c.HeartbeatMax }, 100*time.Millisecond, time.Millisecond, time.Minute).

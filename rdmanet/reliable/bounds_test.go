@@ -66,7 +66,7 @@ func TestConfigBounds(t *testing.T) {
 		{"NAKDelay 1s", Config{NAKDelay: time.Second}, 0, ""},
 		{"NAKDelay over", Config{NAKDelay: time.Second + 1}, 0, "Config.NAKDelay 1.000000001s is over the limit 1s"},
 
-		{"InitialRTT negative", Config{InitialRTT: -us}, 0, "Config.InitialRTT -1µs is negative (0 takes the default, 50µs)"},
+		{"InitialRTT negative", Config{InitialRTT: -us}, 0, "Config.InitialRTT -1µs is negative (0 takes the default, 200µs)"},
 		{"InitialRTT under", Config{InitialRTT: 1}, 0, "Config.InitialRTT 1ns is under the floor 1µs"},
 		{"InitialRTT edges", Config{InitialRTT: us}, 0, ""},
 		{"InitialRTT 1s", Config{InitialRTT: time.Second}, 0, ""},
@@ -142,7 +142,7 @@ func TestConfigDefaults(t *testing.T) {
 	require.NoError(t, c.setDefaults(1024))
 	require.Equal(t, Config{
 		MaxMessage: 64 << 10, Window: 4096, RecvWindow: 1024, MaxSenders: 64,
-		InitialRTT: 50 * time.Microsecond, RepairLinger: 20 * time.Microsecond,
+		InitialRTT: 200 * time.Microsecond, RepairLinger: 20 * time.Microsecond,
 		HeartbeatInterval: 100 * time.Microsecond, HeartbeatMax: 100 * time.Millisecond,
 		SenderTimeout: time.Second, StatusInterval: time.Millisecond,
 		ReceiverTimeout: 500 * time.Millisecond, Linger: 50 * time.Millisecond,

@@ -70,10 +70,12 @@ type Config struct {
 	// from 1 µs to 1 s.
 	NAKDelay time.Duration
 	// InitialRTT seeds the round-trip estimate before the first repair is
-	// timed (default 50 µs). A receiver learns its round trip only from
-	// the losses it takes part in: on a fabric slower than the default,
-	// with loss spread thin over a large group, set it to the fabric's
-	// round trip (see the package doc's simulation). From 1 µs to 1 s.
+	// timed (default 200 µs): a receiver that has measured none backs off
+	// from it, and never from less. A receiver learns its round trip only
+	// from the losses it takes part in: with loss spread thin over a large
+	// group and a fabric more than twice as slow as the default, set it to
+	// the fabric's round trip (see the package doc's simulation). A
+	// larger value costs only a slower first repair. From 1 µs to 1 s.
 	InitialRTT time.Duration
 	// RepairLinger is how long, after a datagram is repaired, NAKs for it
 	// go unanswered (default 20 µs). Past it, a NAK sent before

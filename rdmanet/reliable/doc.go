@@ -156,20 +156,23 @@
 //
 //	receivers  loss         NAKs/loss  repairs/loss  repair time p50/p99 (RTTs)
 //	1          correlated   1.02       1.01          1.0 / 21
-//	4          correlated   1.74       1.01          2.0 / 6.3
-//	64         correlated   1.66       1.01          2.6 / 11
-//	1,000      correlated   1.71       1.03          3.5 / 15
-//	10,000     correlated   1.45       1.00          5.8 / 23
-//	64         independent  1.05       1.01          14 / 32
-//	10,000     independent  3.70       1.66          5.7 / 21
-//	10,000     independent  1.83       1.62          21 / 76   (InitialRTT 205 µs)
+//	4          correlated   1.73       1.01          2.0 / 6.3
+//	64         correlated   1.62       1.01          2.9 / 13
+//	1,000      correlated   1.48       1.01          5.1 / 20
+//	10,000     correlated   1.27       1.00          7.7 / 33
+//	64         independent  1.05       1.01          14 / 42
+//	10,000     independent  1.86       1.62          21 / 74
+//	10,000     independent  2.47       1.62          11 / 39   (a path twice as slow)
+//	10,000     independent  3.49       1.60          6.1 / 21  (InitialRTT a quarter of the path's)
+//	10,000     independent  2.05       1.73          9.0 / 46  (the same, after 500 rounds)
 //
 // (Independent loss pays for the group-size scaling in time: a datagram
 // one receiver lost waits out a back-off sized for all. At 1% independent
-// loss a receiver takes part in one round in a hundred and learns its
-// round trip slowly: with the default InitialRTT, 4 times below the
-// path's, its back-off is too short and NAKs per loss pass 3; set
-// InitialRTT to the fabric's round trip and they stay under 2.) Measured on the
+// loss a receiver takes part in one round in a hundred, so for the first
+// hundred or so rounds most receivers back off from InitialRTT: the
+// default, 200 µs, is meant to be at least half the fabric's round trip.
+// One a quarter of it costs 3-4 NAKs per loss over those first rounds;
+// on a fabric slower than 400 µs, set InitialRTT to its round trip.) Measured on the
 // software backend in one process on two cores, 1% nftables loss, 1 to
 // 64 receivers (TestFeedbackScale, the table and its command in
 // docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.4 /

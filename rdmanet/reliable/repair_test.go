@@ -111,16 +111,17 @@ func TestLossReported(t *testing.T) {
 // A NAK sent before the repair it asks for could arrive is not answered
 // again, however late it reaches the sender: here the sender takes 300 µs
 // over each NAK (as a loaded sender behind its receive queue), so the
-// receivers' retries, timed from a 50 µs round trip they have not yet
-// measured, reach it well after two of their round trips. Each lost
-// datagram is repaired once (the repairs are not lost).
+// receivers' retries, timed from a 50 µs round trip (InitialRTT, set
+// below the sender's delay) they have not yet measured, reach it well
+// after two of their round trips. Each lost datagram is repaired once
+// (the repairs are not lost).
 func TestRepairOncePerLoss(t *testing.T) {
 	group := newGroup()
 	const count = 200
 	lose := func(s uint64) bool { return s%20 == 7 } // 10 datagrams
 	rx := []*Conn{
-		listenDrop(t, group, Config{}, dropFirst(lose)),
-		listenDrop(t, group, Config{}, dropFirst(lose)),
+		listenDrop(t, group, Config{InitialRTT: 50 * time.Microsecond}, dropFirst(lose)),
+		listenDrop(t, group, Config{InitialRTT: 50 * time.Microsecond}, dropFirst(lose)),
 	}
 	slowNAKs := func(b []byte) bool {
 		var h header
