@@ -498,6 +498,11 @@ func TestHostile(t *testing.T) {
 	}
 }
 
+// hostileRate is the sender's write rate with no attack, open and keyed,
+// measured by TestHostile's first case of each: the baseline of the
+// rate under attack.
+var hostileRate = map[bool]float64{}
+
 // hostileReader reads one receiver's stream and counts what it saw.
 type hostileReader struct {
 	c          *Conn
@@ -743,6 +748,16 @@ func runHostile(t *testing.T, hc hostileCase) {
 			i, r.delivered.Load(), r.misplaced.Load(), r.realLosses.Load(), r.lostMsgs.Load(), r.otherLoss.Load(), r.others.Load(), peers(r.c))
 	}
 	t.Log(line.String())
+
+	// The real sender's write rate: within 20% of the same run's
+	// unattacked rate under every attack that lasts (the bursts are over
+	// in milliseconds), but forged status to an open group, which can
+	// stall a FlowMin sender by design (the package doc says so).
+	if attack == "none" {
+		hostileRate[hc.keyed] = wrate
+	} else if base := hostileRate[hc.keyed]; base > 0 && el >= 500*time.Millisecond && (hc.keyed || attack != "status") && wrate < 0.8*base {
+		t.Errorf("the sender wrote %.0f messages/s under attack %q, want at least 80%% of the %.0f/s it wrote unattacked", wrate, hc.attack, base)
+	}
 
 	if hc.keyed {
 		checkKeyedHostile(t, hc, tx, rx, total, before, timeouts.Load(), res)
