@@ -521,12 +521,13 @@ func BenchmarkFeedback(b *testing.B) {
 
 // feedbackConfig is the receivers' config in BenchmarkFeedback and
 // TestFeedbackScale (the sender's with FlowMin and the default Window):
-// every member heartbeats, so each receiver keeps a receive window for
-// each other member too, and each has a send window: small ones keep 64
-// receivers in about 1.5 GB. 64 receivers on two loaded cores stall for
-// over a second at times, past the default SenderTimeout: a receiver that
-// forgets its sender meets it again as a new one and starts where it
-// hears it (late join), skipping what came between without a LossError.
+// every member heartbeats, so each receiver hears each other member as a
+// sender too (a few hundred bytes each while it sends no data: windows
+// grow on demand), and each has a send window. 64 receivers on two loaded
+// cores stall for over a second at times, past the default
+// SenderTimeout: a receiver that forgets its sender then resumes where it
+// was when it hears it again, but pays a round of NAKs for what came
+// between, which would blur the figures.
 func feedbackConfig(n int) Config {
 	return Config{MaxMessage: 1024, Window: 64, RecvWindow: 256, MaxSenders: n + 8, SenderTimeout: 30 * time.Second}
 }
