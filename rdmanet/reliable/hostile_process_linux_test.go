@@ -752,10 +752,15 @@ func runHostile(t *testing.T, hc hostileCase) {
 	// The real sender's write rate: within 20% of the same run's
 	// unattacked rate under every attack that lasts (the bursts are over
 	// in milliseconds), but forged status to an open group, which can
-	// stall a FlowMin sender by design (the package doc says so).
+	// stall a FlowMin sender by design (the package doc says so). Not
+	// under the race detector: it makes every send and read several
+	// times dearer, and the repairs the NAKs may earn (RepairShare, half
+	// the bytes sent) then take CPU the paced writer needs on two cores
+	// (measured: 5,900-7,500 writes/s under -race beside 9,996
+	// unattacked; 9,994-10,028 without it).
 	if attack == "none" {
 		hostileRate[hc.keyed] = wrate
-	} else if base := hostileRate[hc.keyed]; base > 0 && el >= 500*time.Millisecond && (hc.keyed || attack != "status") && wrate < 0.8*base {
+	} else if base := hostileRate[hc.keyed]; !raceEnabled && base > 0 && el >= 500*time.Millisecond && (hc.keyed || attack != "status") && wrate < 0.8*base {
 		t.Errorf("the sender wrote %.0f messages/s under attack %q, want at least 80%% of the %.0f/s it wrote unattacked", wrate, hc.attack, base)
 	}
 
