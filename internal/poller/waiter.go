@@ -16,10 +16,11 @@ import (
 )
 
 // Spin back-off: after spinMissesBeforeBackoff spins in a row that found
-// nothing, waits skip spinning, at most maxSpinBackoff between tries.
+// nothing, waits skip spinning, at most 1<<maxSpinBackoffShift (64)
+// between tries.
 const (
 	spinMissesBeforeBackoff = 4
-	maxSpinBackoff          = 64
+	maxSpinBackoffShift     = 6
 )
 
 // eagerDrain, while set, gives the Waiters made meanwhile the eager
@@ -65,7 +66,7 @@ type Waiter struct {
 	// Spin back-off: misses counts spins in a row that found nothing;
 	// from the spinMissesBeforeBackoff-th on, each is followed by waits
 	// that skip spinning (skip counts them down), 1, 2, 4 ... up to
-	// maxSpinBackoff. A spin that finds work resets both.
+	// 1<<maxSpinBackoffShift. A spin that finds work resets both.
 	skip, misses int
 	level        bool // the fd is readable exactly while Poll has work
 	armed        bool
@@ -247,9 +248,9 @@ func (w *Waiter) step(uintptr) bool {
 // sender's CPU), so a window shorter than the round trip delays the
 // answer it waits for by the window. After spinMissesBeforeBackoff misses
 // in a row the Waiter skips spinning for the next 1, 2, 4 ...
-// maxSpinBackoff waits between tries, and a spin that finds work resets
+// 64 waits between tries, and a spin that finds work resets
 // that: a window that usually pays keeps spinning, one that never does
-// costs one spin in maxSpinBackoff waits.
+// costs one spin in 64 waits.
 func (w *Waiter) Wait() (int, error) {
 	if w.closed.Load() {
 		return 0, net.ErrClosed
@@ -257,7 +258,7 @@ func (w *Waiter) Wait() (int, error) {
 	if w.spin > 0 {
 		if w.skip > 0 {
 			w.skip--
-		} else if n, found, err := w.spinPoll(); found {
+		} else if n, err := w.spinPoll(); n > 0 || err != nil {
 			return n, err
 		}
 	}
@@ -291,8 +292,8 @@ func (w *Waiter) Wait() (int, error) {
 
 // spinPoll polls for up to the spin window, and stops early at the
 // deadline, Close, Stop or Wake (the sleep that follows returns for those
-// at once); found: it returns what a poll found.
-func (w *Waiter) spinPoll() (n int, found bool, err error) {
+// at once); it returns what a poll found (n > 0 or an error), or 0, nil.
+func (w *Waiter) spinPoll() (int, error) {
 	start := time.Now()
 	for t := start; t.Sub(start) < w.spin; t = time.Now() {
 		// The window is timed on the monotonic clock; the deadline,
@@ -304,17 +305,17 @@ func (w *Waiter) spinPoll() (n int, found bool, err error) {
 		n, err := w.src.Poll()
 		if err != nil || n > 0 {
 			w.misses = 0
-			return n, true, err
+			return n, err
 		}
 		if w.closed.Load() || w.woke.Load() {
-			return 0, false, nil
+			return 0, nil
 		}
 	}
 	w.misses++
 	if k := w.misses - spinMissesBeforeBackoff; k >= 0 {
-		w.skip = min(1<<min(k, 6), maxSpinBackoff)
+		w.skip = 1 << min(k, maxSpinBackoffShift)
 	}
-	return 0, false, nil
+	return 0, nil
 }
 
 // kickDeadline is a deadline long past: setting it wakes a blocked wait.
