@@ -27,7 +27,7 @@ func TestCloseLingersForUnknownReceivers(t *testing.T) {
 
 // With short status intervals the wait for an unknown receiver is at
 // least 5 ms, and no more: here four intervals are 400 µs. The linger
-// loop backs off its polls to 5 ms, so a goroutine wakes it over and
+// loop backs off its polls to 6.4 ms, so a goroutine wakes it over and
 // over (as statuses would; a timer would wake it only every 1 ms or so)
 // to have it look at the clock just after 5 ms. Each linger takes 5 ms at
 // least; one of up to 100 must end before 6 ms, which a floor of 6 ms
