@@ -130,6 +130,42 @@ func TestReadBatchLoss(t *testing.T) {
 	require.Equal(t, uint64(800), st.MessagesReceived)
 }
 
+// A loss report from ReadBatch sets ms[0] as a message of no bytes from
+// the sender (N 0, not truncated, Addr the sender's), whatever a read
+// before left there, and leaves the rest of ms alone.
+func TestReadBatchLossSetsFirstOnly(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	from := rdmanet.Addr{QPN: 0x4263}
+	const session = 93
+	ms := batchT(2, 4)
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("0123456789")), from)
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	k, err := r.ReadBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	require.True(t, ms[0].Truncated, "10 bytes read into 4")
+	require.NotZero(t, ms[0].N)
+	other := rdmanet.Addr{QPN: 0x4264}
+	ms[1].N, ms[1].Truncated, ms[1].Addr = 77, true, other
+
+	// Message 1 is lost: the sender's window starts at message 2.
+	inject(r, dataDG(session, 2, 2, 0, 1, []byte("m2")), from)
+	inject(r, heartbeatDG(session, 3, 3, 2, 2), from)
+	k, err = r.ReadBatch(ms)
+	var le *LossError
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, uint64(1), le.Messages, "messages lost")
+	require.Zero(t, k)
+	require.Equal(t, rdmanet.Message{Buffer: ms[0].Buffer, Addr: from}, ms[0],
+		"got ms[0] %+v, want N 0, not truncated, from %v", ms[0], &from)
+	require.Equal(t, rdmanet.Message{Buffer: ms[1].Buffer, N: 77, Truncated: true, Addr: other}, ms[1], "ms[1] after a loss report")
+
+	k, err = r.ReadBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	require.Equal(t, "m2", string(ms[0].Buffer[:ms[0].N]))
+}
+
 // ReadBatch keeps the read deadline (past, future, and one set while it
 // waits), returns at Close, truncates like ReadFrom, and with no
 // messages to read into returns at once.

@@ -1,10 +1,13 @@
 package reliable
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // More senders refused than the conn remembers: the memos of senders only
@@ -58,4 +61,47 @@ func TestForgetFirst(t *testing.T) {
 	require.False(t, forgetFirst(memo{at: 1, resume: true}, memo{at: 9}))
 	require.True(t, forgetFirst(memo{at: 1}, memo{at: 2}))
 	require.False(t, forgetFirst(memo{at: 2, resume: true}, memo{at: 1, resume: true}))
+}
+
+// The memos are bounded at 4 MaxSenders, at least 64 (doc.go): with
+// every tracked sender busy (a gap each), that many refused senders are
+// remembered, none forgotten; one more forgets one. The rows put the
+// bound on either side of the 64 floor.
+func TestMemoBound(t *testing.T) {
+	for _, tc := range []struct {
+		maxSenders int
+		want       int
+	}{
+		{1, 64},
+		{16, 64},
+		{17, 68},
+		{0, 256}, // the default, 64 senders
+	} {
+		t.Run(fmt.Sprint(tc.maxSenders), func(t *testing.T) {
+			r := listenT(t, newGroup(), Config{MaxSenders: tc.maxSenders, SenderTimeout: time.Hour})
+			from := rdmanet.Addr{QPN: 0x4260}
+			tracked := tc.maxSenders
+			if tracked == 0 {
+				tracked = r.cfg.MaxSenders
+			}
+			// Every tracked sender has a gap (seq 0 missing): none
+			// may be evicted.
+			for i := range tracked {
+				inject(r, dataDG(uint32(3000+i), 1, 0, 1, 2, []byte("gap")), from)
+			}
+			require.Equal(t, tracked, r.Stats().Senders, "senders tracked")
+			for i := range tc.want {
+				inject(r, heartbeatDG(uint32(5000+i), 0, 0, 0, 0), from)
+			}
+			st := r.Stats()
+			require.Equal(t, uint64(tc.want), st.SendersRefused, "got %d refused, want %d", st.SendersRefused, tc.want)
+			require.Zero(t, st.SendersForgotten, "got %d forgotten with %d remembered, want 0", st.SendersForgotten, tc.want)
+			inject(r, heartbeatDG(uint32(5000+tc.want), 0, 0, 0, 0), from)
+			st = r.Stats()
+			require.Equal(t, uint64(1), st.SendersForgotten, "got %d forgotten with %d+1 remembered, want 1", st.SendersForgotten, tc.want)
+			r.rcv.mu.Lock()
+			defer r.rcv.mu.Unlock()
+			require.Len(t, r.rcv.memos, tc.want, "memos")
+		})
+	}
 }

@@ -1,6 +1,8 @@
 package reliable
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,4 +23,40 @@ func TestCloseLingersForUnknownReceivers(t *testing.T) {
 	t.Logf("Close took %v", took)
 	require.GreaterOrEqual(t, took, 4*si, "Close with no receiver known")
 	require.Less(t, took, 4*si+600*time.Millisecond, "Close with no receiver known")
+}
+
+// With short status intervals the wait for an unknown receiver is at
+// least 5 ms, and no more: here four intervals are 400 µs. The linger
+// loop backs off its polls to 6.4 ms, so a goroutine wakes it over and
+// over (as statuses would; a timer would wake it only every 1 ms or so)
+// to have it look at the clock just after 5 ms. Each linger takes 5 ms at
+// least; one of up to 100 must end before 6 ms, which a floor of 6 ms
+// never could, the others having been late on a loaded machine.
+func TestLingerForUnknownReceiversFloor(t *testing.T) {
+	const floor = 5 * time.Millisecond
+	c := listenT(t, newGroup(), Config{StatusInterval: 100 * time.Microsecond})
+	writeN(t, c, c.groupArg, 0, 1, 64)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	defer func() { stop.Store(true); <-done }()
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			c.snd.wake()
+			runtime.Gosched()
+		}
+	}()
+	var took []time.Duration
+	for range 100 {
+		start := time.Now()
+		c.snd.linger()
+		d := time.Since(start)
+		require.GreaterOrEqual(t, d, floor, "got a linger of %v with no receiver known, want %v at least", d, floor)
+		took = append(took, d)
+		if d < floor+time.Millisecond {
+			t.Logf("lingers of %v", took)
+			return
+		}
+	}
+	t.Fatalf("got lingers of %v with no receiver known, want one under %v", took, floor+time.Millisecond)
 }

@@ -3,6 +3,7 @@ package reliable
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -90,4 +91,50 @@ func TestWindowStartSkipsToLongMessage(t *testing.T) {
 	b, _, err = readMsg(t, r)
 	require.NoError(t, err)
 	require.Equal(t, want, b, "message 2")
+}
+
+// The gaps on either side of a message too long to keep are asked for
+// up to its first datagram and from just past its last, and none of its
+// own datagrams ever is: they are not kept, the first and the last
+// included. Message 1 (seq 1) is lost; message 2, too long, takes seqs
+// 2 to 1001; message 3 (seq 1002) is lost; message 4 (seq 1003) came.
+func TestNAKsAroundTooLongMessage(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 4096, SenderTimeout: time.Hour})
+	raw := rawConn(t, group)
+	from := *raw.LocalAddr().(*rdmanet.Addr)                   // where the NAKs go
+	const session, nfrag = 92, 1000                            // more than MaxMessage (64 KiB) takes at any MTU
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from) // places the sender at seq 0
+	inject(r, dataDG(session, 2, 2, 0, nfrag, make([]byte, 100)), from)
+	inject(r, dataDG(session, 3+nfrag, 4, 0, 1, []byte("m4")), from)
+
+	// waitNAK reads NAKs until one from seq want; each must ask for one
+	// datagram, at seq 1 or 1002.
+	buf := make([]byte, 1<<16)
+	waitNAK := func(want uint64) {
+		t.Helper()
+		require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
+		for {
+			n, _, err := raw.ReadFrom(buf)
+			require.NoError(t, err, "waiting for a NAK of seq %d", want)
+			var h header
+			p, err := decode(buf[:n], &h)
+			if err != nil || h.kind != kindNAK {
+				continue // the receiver's status reports
+			}
+			target, count, _ := parseNAK(p)
+			require.Equal(t, uint32(session), target, "the NAK's sender")
+			require.Contains(t, []uint64{1, 2 + nfrag}, h.seq, "got a NAK from seq %d, want 1 or %d", h.seq, 2+nfrag)
+			require.Equal(t, uint32(1), count, "got a NAK from seq %d for %d datagrams, want 1 (not the too-long message's)", h.seq, count)
+			if h.seq == want {
+				return
+			}
+		}
+	}
+	// The first round is the gap before the too-long message; the one
+	// after it was found later and has its own round, once the first
+	// is filled.
+	waitNAK(1)
+	inject(r, dataDG(session, 1, 1, 0, 1, []byte("m1")), from)
+	waitNAK(2 + nfrag)
 }

@@ -33,6 +33,33 @@ func TestTooLongCountsEachDatagram(t *testing.T) {
 	require.Equal(t, uint64(sent+1), r.Stats().TooLong, "a datagram in the long message's place; stats %+v", r.Stats())
 }
 
+// A message of MaxMessage bytes takes ceil(MaxMessage / frag) datagrams
+// (one at least): a datagram of a message of that many is kept, one of
+// a message of one more is too long. The rows put MaxMessage on either
+// side of a whole number of datagrams.
+func TestTooLongAtMaxMessage(t *testing.T) {
+	frag := listenT(t, newGroup(), Config{}).frag // payload bytes per datagram
+	for _, tc := range []struct {
+		maxMessage int
+		nfrag      uint16 // the most a message may take
+	}{
+		{1, 1},
+		{frag - 1, 1},
+		{frag, 1},
+		{frag + 1, 2},
+		{2 * frag, 2},
+		{2*frag + 1, 3},
+	} {
+		r := listenT(t, newGroup(), Config{MaxMessage: tc.maxMessage})
+		from := rdmanet.Addr{QPN: 0x4244}
+		inject(r, dataDG(79, 0, 0, 0, tc.nfrag, []byte("fits")), from)
+		require.Zero(t, r.Stats().TooLong, "MaxMessage %d: a datagram of a %d-datagram message counted too long", tc.maxMessage, tc.nfrag)
+		inject(r, dataDG(80, 0, 0, 0, tc.nfrag+1, []byte("long")), from)
+		require.Equal(t, uint64(1), r.Stats().TooLong, "MaxMessage %d: got %d too long for a %d-datagram message, want 1",
+			tc.maxMessage, r.Stats().TooLong, tc.nfrag+1)
+	}
+}
+
 func TestHeartbeatWindowStartAtNextImplausible(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{})

@@ -159,3 +159,52 @@ func TestHeartbeatAtItsDue(t *testing.T) {
 	s.mu.Unlock()
 	require.Equal(t, int64(time.Minute), got, "HeartbeatMax")
 }
+
+// write posts a batch when the next message would not fit: s.msgs full,
+// or one slot twice (a window smaller than s.msgs). A batch of exactly
+// as many datagrams as fit goes in one post, one more splits there. The
+// send hook sees each datagram staged, with the sends posted before it:
+// a datagram staged after a post sees that post's datagrams counted.
+// Heartbeats are posted under the sender's lock too, so none comes
+// between the datagrams of one write; the count is taken from the
+// write's first datagram staged, as one may come before it.
+func TestWriteBatchPostsWhenFull(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		cfg  Config
+		fit  func(c *Conn) int // datagrams a post holds
+	}{
+		{"s.msgs full", Config{}, func(c *Conn) int { return len(c.snd.msgs) }},
+		{"the window full", Config{Window: 16, MaxMessage: 1024}, func(c *Conn) int { return int(c.snd.wi.n) }},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			c := listenT(t, newGroup(), tc.cfg)
+			fit := tc.fit(c)
+			var posted []uint64 // per datagram staged: SendsPosted then
+			c.sendHook = func(seq uint64, repair bool, at int64) {
+				if !repair {
+					posted = append(posted, c.conn.SendsPosted())
+				}
+			}
+			for _, n := range []int{fit, fit + 1} {
+				posted = posted[:0]
+				before := c.Stats().DatagramsSent
+				ms := batchT(n, 10) // one datagram each, to the group
+				k, err := c.WriteBatch(ms)
+				require.NoError(t, err)
+				require.Equal(t, n, k, "messages written")
+				require.Equal(t, before+uint64(n), c.Stats().DatagramsSent, "datagrams sent by the write")
+				require.Len(t, posted, n, "datagrams staged")
+				base := posted[0]
+				for i, p := range posted {
+					want := base
+					if i >= fit {
+						want = base + uint64(fit) // the first post, of fit datagrams
+					}
+					require.Equal(t, want, p, "%d messages: datagram %d staged after %d sends, want %d", n, i, p-base, want-base)
+				}
+				require.GreaterOrEqual(t, c.conn.SendsPosted(), base+uint64(n), "sends posted by the write")
+			}
+		})
+	}
+}

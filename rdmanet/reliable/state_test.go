@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -254,6 +255,41 @@ func TestRingGrows(t *testing.T) {
 	require.Zero(t, p.ri.n)
 	require.Nil(t, p.ring)
 	require.False(t, p.valid(1100))
+}
+
+// Stats' RecvWindowBytes is exactly what the senders' rings take: a
+// slot is the datagram's stride, its length (int32) and its seq
+// (uint64). The rings grow from minRing slots by doubling, so the test
+// knows every ring's size; peer.bytes adds the peer's own state.
+func TestRecvWindowBytesExact(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	from := rdmanet.Addr{QPN: 0x4261}
+	slot := uint64(r.stride) + 4 + 8
+	state := uint64(unsafe.Sizeof(peer{}) + unsafe.Sizeof(rdmanet.Addr{}))
+	require.Zero(t, r.Stats().RecvWindowBytes, "no sender yet")
+	for _, tc := range []struct {
+		what  string
+		dg    []byte
+		slots map[uint32]uint64 // each sender's ring, in slots
+	}{
+		// Message 0 of 3 fragments, its first missing: seq 1 is kept.
+		{"a gap at seq 0", dataDG(100, 1, 0, 1, 3, []byte("b")), map[uint32]uint64{100: minRing}},
+		{"seq 20: the ring doubles twice", dataDG(100, 20, 5, 0, 1, []byte("m5")), map[uint32]uint64{100: 32}},
+		{"a second sender", dataDG(101, 2, 0, 2, 3, []byte("c")), map[uint32]uint64{100: 32, 101: minRing}},
+	} {
+		inject(r, tc.dg, from)
+		st := r.Stats()
+		want := uint64(0)
+		for _, n := range tc.slots {
+			want += n * slot
+		}
+		require.Equal(t, len(tc.slots), st.Senders, "%s: senders", tc.what)
+		require.Equal(t, want, st.RecvWindowBytes, "%s: got %d bytes, want %d", tc.what, st.RecvWindowBytes, want)
+		for k, b := range peerBytes(r) {
+			want := state + tc.slots[k.session]*slot
+			require.Equal(t, want, uint64(b), "%s: sender %d: got %d bytes, want %d", tc.what, k.session, b, want)
+		}
+	}
 }
 
 // MaxSenders tracked, all idle (fake senders, one heartbeat each): a new
