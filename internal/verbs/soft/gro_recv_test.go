@@ -364,3 +364,70 @@ func TestGROOffByDefault(t *testing.T) {
 	reads, _ := soft.GROReads(a.qp)
 	require.Zero(t, reads, "coalesced reads without QPConfig.GRO")
 }
+
+// Receive buffers with room for the largest datagram take each one in
+// place, one iovec, with the GRO area's row behind it: a run read in
+// place, coalesced, splits into its datagrams whole (each slot's region
+// is the in-place buffer's, not the scratch iovecs' of a scattered
+// read), whether it fits the region or spills into the row's overflow,
+// and so does a lone datagram read in place after them.
+func TestCoalescedReadInPlace(t *testing.T) {
+	const batch = 8
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	// Two of the arena's receive buffers each: past GRH + MTU + 11.
+	big := 2 * bufSize
+	require.Greater(t, big, verbs.GRHSize+a.id.Local().MTU+roce.ImmDtSize+3+roce.ICRCSize, "an in-place buffer")
+	wrs := make([]verbs.RecvWR, nBufs/2)
+	for i := range wrs {
+		wrs[i] = verbs.RecvWR{WRID: uint64(i), SGE: verbs.SGE{Offset: uint32(i * big), Length: uint32(big), LKey: a.mr.LKey()}}
+	}
+	k, err := a.qp.PostRecv(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), k)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	send := func(n, size int, tag byte) {
+		wrs := make([]verbs.SendWR, n)
+		for i := range wrs {
+			b := s.sendBuf(i)[:size]
+			for j := range b {
+				b[j] = tag + byte(i) + byte(j)
+			}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+	}
+	check := func(n, size int, tag byte, first int) {
+		t.Helper()
+		wcs := a.recv(n, 2*time.Second)
+		require.Len(t, wcs, n, "completions of tag %d", tag)
+		for i, wc := range wcs {
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint64(first+i), wc.WRID)
+			p := a.arena.Slice(uint32(int(wc.WRID)*big), wc.ByteLen)[verbs.GRHSize:]
+			require.Len(t, p, size)
+			for j := range p {
+				if p[j] != tag+byte(i)+byte(j) {
+					t.Fatalf("tag %d datagram %d byte %d: %#x, want %#x", tag, i, j, p[j], tag+byte(i)+byte(j))
+				}
+			}
+		}
+	}
+	send(batch, 300, 0) // turns UDP_GRO on
+	check(batch, 300, 0, 0)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "UDP_GRO on after a run")
+	send(batch, 300, 1) // 2.6 KB: within the in-place region
+	check(batch, 300, 1, batch)
+	reads, dgrams := soft.GROReads(a.qp)
+	assert.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "one coalesced read of the run")
+	send(batch, 1000, 2) // 8.4 KB: past the region, into the overflow
+	check(batch, 1000, 2, 2*batch)
+	reads, dgrams = soft.GROReads(a.qp)
+	assert.Equal(t, [2]uint64{2, 2 * batch}, [2]uint64{reads, dgrams}, "one coalesced read of the spilled run")
+	send(1, 300, 3)
+	check(1, 300, 3, 3*batch)
+	assert.Zero(t, dropTotal(a.qp.Drops()), "drops")
+}
