@@ -50,3 +50,39 @@ func TestPartialPostThenEmptyBatch(t *testing.T) {
 	require.NoError(t, tx.WaitSends(tx.SendsPosted()), "waiting for the sends after the signaled write")
 	require.NoError(t, sb.Free())
 }
+
+// A batch that posted one SendBuffer send before it failed leaves that
+// send unsignaled; the next write signals its own send even when that
+// write's memory is not a SendBuffer's, so waiting for every send
+// posted ends without a WaitSends having asked for the signal first.
+func TestPartialPostOneBufferSendSignaledByNextWrite(t *testing.T) {
+	t.Parallel()
+	if testDevice != "" {
+		t.Skip("a wrapped software QP")
+	}
+	g := newGroup()
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) {
+		lc.Backend, lc.SendDepth = rdmanet.BackendPartialPosts, 64 // signal every 16th
+	})
+	ga, err := tx.GroupAddr(g)
+	require.NoError(t, err)
+	sb, err := tx.NewSendBuffer(4096)
+	require.NoError(t, err)
+	buf := sb.Bytes()
+	n, err := tx.WriteBatch([]rdmanet.Message{
+		{Buffer: buf[:10], Addr: ga},
+		{Buffer: buf[10:20], Addr: ga},
+	})
+	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+	require.Equal(t, 1, n, "sends posted of the partial batch")
+
+	// Not a SendBuffer's memory: signaled only because the partial
+	// post left a SendBuffer send unsignaled.
+	_, err = tx.WriteTo(make([]byte, 10), g)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), tx.SendsPosted())
+	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, tx.WaitSends(tx.SendsPosted()), "the write after the partial post signaled its send")
+	require.Equal(t, uint64(2), tx.SendsDone())
+	require.NoError(t, sb.Free())
+}

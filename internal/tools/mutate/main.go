@@ -630,7 +630,16 @@ func baselinePerTest(work, pkg string, timeout time.Duration, run, skip string, 
 		if strings.HasPrefix(t, "Benchmark") {
 			continue
 		}
-		args := []string{"-test.run", "^" + regexp.QuoteMeta(t) + "$", "-test.count=1", "-test.timeout", timeout.String(), "-test.coverprofile", prof}
+		// A counter directory of its own: a test that re-executes the
+		// binary (in a namespace: testenv.InOwnNetns) passes it to the
+		// child, whose lines then count; without one the child has none
+		// and its lines are credited to no test.
+		covdir := filepath.Join(tmp, "covdata")
+		os.RemoveAll(covdir)
+		if err := os.Mkdir(covdir, 0o755); err != nil {
+			return nil, err
+		}
+		args := []string{"-test.run", "^" + regexp.QuoteMeta(t) + "$", "-test.count=1", "-test.timeout", timeout.String(), "-test.coverprofile", prof, "-test.gocoverdir", covdir}
 		if skip != "" {
 			args = append(args, "-test.skip", skip)
 		}

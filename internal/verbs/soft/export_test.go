@@ -127,6 +127,13 @@ func GROReads(q *QP) (reads, datagrams uint64) {
 	return q.rcq.gro.coalesced, q.rcq.gro.segs
 }
 
+// GROAreaHeld reports whether q's receive CQ holds a GRO area now.
+func GROAreaHeld(q *QP) bool {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.gro.area != nil
+}
+
 // GROActive reports whether UDP_GRO is on q's multicast and unicast
 // sockets now.
 func GROActive(q *QP) [2]bool {

@@ -364,3 +364,126 @@ func TestGROOffByDefault(t *testing.T) {
 	reads, _ := soft.GROReads(a.qp)
 	require.Zero(t, reads, "coalesced reads without QPConfig.GRO")
 }
+
+// Receive buffers with room for the largest datagram take each one in
+// place, one iovec, with the GRO area's row behind it: a run read in
+// place, coalesced, splits into its datagrams whole (each slot's region
+// is the in-place buffer's, not the scratch iovecs' of a scattered
+// read), whether it fits the region or spills into the row's overflow,
+// and so does a lone datagram read in place after them.
+func TestCoalescedReadInPlace(t *testing.T) {
+	const batch = 8
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	// Two of the arena's receive buffers each: past GRH + MTU + 11.
+	big := 2 * bufSize
+	require.Greater(t, big, verbs.GRHSize+a.id.Local().MTU+roce.ImmDtSize+3+roce.ICRCSize, "an in-place buffer")
+	wrs := make([]verbs.RecvWR, nBufs/2)
+	for i := range wrs {
+		wrs[i] = verbs.RecvWR{WRID: uint64(i), SGE: verbs.SGE{Offset: uint32(i * big), Length: uint32(big), LKey: a.mr.LKey()}}
+	}
+	k, err := a.qp.PostRecv(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), k)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	send := func(n, size int, tag byte) {
+		wrs := make([]verbs.SendWR, n)
+		for i := range wrs {
+			b := s.sendBuf(i)[:size]
+			for j := range b {
+				b[j] = tag + byte(i) + byte(j)
+			}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+	}
+	check := func(n, size int, tag byte, first int) {
+		t.Helper()
+		wcs := a.recv(n, 2*time.Second)
+		require.Len(t, wcs, n, "completions of tag %d", tag)
+		for i, wc := range wcs {
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint64(first+i), wc.WRID)
+			p := a.arena.Slice(uint32(int(wc.WRID)*big), wc.ByteLen)[verbs.GRHSize:]
+			require.Len(t, p, size)
+			for j := range p {
+				if p[j] != tag+byte(i)+byte(j) {
+					t.Fatalf("tag %d datagram %d byte %d: %#x, want %#x", tag, i, j, p[j], tag+byte(i)+byte(j))
+				}
+			}
+		}
+	}
+	send(batch, 300, 0) // turns UDP_GRO on
+	check(batch, 300, 0, 0)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "UDP_GRO on after a run")
+	send(batch, 300, 1) // 2.6 KB: within the in-place region
+	check(batch, 300, 1, batch)
+	reads, dgrams := soft.GROReads(a.qp)
+	assert.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "one coalesced read of the run")
+	send(batch, 1000, 2) // 8.4 KB: past the region, into the overflow
+	check(batch, 1000, 2, 2*batch)
+	reads, dgrams = soft.GROReads(a.qp)
+	assert.Equal(t, [2]uint64{2, 2 * batch}, [2]uint64{reads, dgrams}, "one coalesced read of the spilled run")
+	send(1, 300, 3)
+	check(1, 300, 3, 3*batch)
+	assert.Zero(t, dropTotal(a.qp.Drops()), "drops")
+}
+
+// A receive CQ holds a GRO area (4 MiB of address space, from a pool of
+// 64 before areas are mapped one by one) only while a read can use it: a
+// Poll whose batch read of a GRO socket comes back empty gives it back.
+// Here the first read takes the scratch's 8 slots, lone datagrams each,
+// and the second finds the socket dry.
+func TestGROAreaGivenBackWhenDry(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a.postRecvs(0, nBufs)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, 4) // a run under the scratch's 8: no bigger scratch
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), k)
+	require.Len(t, a.recv(len(wrs), 2*time.Second), len(wrs))
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "UDP_GRO on after a run")
+
+	// Loopback delivers a datagram in its sender's send unless softirqs
+	// are deferred (a loaded machine): then the 8 may straddle the read,
+	// which finds fewer than its slots and stops; try again.
+	wcs := make([]verbs.WC, 32)
+	for try := 0; ; try++ {
+		for i := range 8 {
+			s.send(ah, a.qp.QPN(), []byte{byte(i)}, 0, 0)
+		}
+		waitUnread(t, a)
+		n, err := a.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		if n == 8 {
+			break
+		}
+		if try == 5 { // 60 receives posted: 7 tries' worth
+			t.Skipf("the 8 datagrams never arrived before one read (%d read)", n)
+		}
+		require.Len(t, a.recv(8-n, 2*time.Second), 8-n)
+	}
+	assert.False(t, soft.GROAreaHeld(a.qp), "the GRO area held after a read that found the socket dry")
+}
+
+// waitUnread waits until e's receive CQ has a datagram to read.
+func waitUnread(t *testing.T, e *endpoint) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if pending, _ := e.qp.RecvCQ().Unread(); pending {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no datagram arrived")
+		time.Sleep(time.Millisecond)
+	}
+}

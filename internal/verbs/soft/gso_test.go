@@ -257,3 +257,54 @@ func TestRunsMixedBatch(t *testing.T) {
 	}
 	assert.Zero(t, r.qp.Drops().BadICRC)
 }
+
+// A batch whose last run is two datagrams sends them as a run, two
+// datagrams, not one gathered copy of both: each arrives whole. (A lone
+// last datagram goes out by itself from a gathered copy.)
+func TestRunOfTwoLast(t *testing.T) {
+	r := newEndpoint(t, verbs.QPConfig{})
+	o := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
+	r.postRecvs(0, 8)
+	o.postRecvs(0, 8)
+	ahR, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	ahO, err := s.qp.CreateAH(verbs.AHAttr{DGID: o.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wr := func(i int, to *endpoint, ah verbs.AH) verbs.SendWR {
+		p := s.sendBuf(i)[:100]
+		for k := range p {
+			p[k] = byte(i*7 + k)
+		}
+		return verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, len(p)), AH: ah, RemoteQPN: to.qp.QPN(), RemoteQKey: to.qp.QKey()}
+	}
+	expect := func(e *endpoint, first int, idx ...int) {
+		t.Helper()
+		wcs := e.recv(len(idx), 2*time.Second)
+		require.Len(t, wcs, len(idx), "datagrams (drops %+v)", e.qp.Drops())
+		for j, wc := range wcs {
+			require.Equal(t, uint64(first+j), wc.WRID)
+			p := e.buf(wc)[verbs.GRHSize:]
+			require.Len(t, p, 100)
+			for k := range p {
+				require.Equal(t, byte(idx[j]*7+k), p[k], "datagram %d byte %d", idx[j], k)
+			}
+		}
+	}
+	for _, wrs := range [][]verbs.SendWR{
+		{wr(0, r, ahR), wr(1, r, ahR)},                // the batch one run of two
+		{wr(2, o, ahO), wr(3, r, ahR), wr(4, r, ahR)}, // a lone one, then a run of two
+	} {
+		n, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), n)
+	}
+	expect(r, 0, 0, 1, 3, 4)
+	expect(o, 0, 2)
+	var wcs [8]verbs.WC
+	n, err := s.qp.SendCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	for _, wc := range wcs[:n] {
+		require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d", wc.WRID)
+	}
+}

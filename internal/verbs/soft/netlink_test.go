@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // A recvfrom that fails returns its errno. rtnetlink answers no message
@@ -89,5 +91,25 @@ func TestNetlinkLoopbackByFlag(t *testing.T) {
 	v.links = v.links[:1]
 	if l := v.loopback(); l != nil {
 		t.Errorf("no loopback link: loopback() = %+v, want nil", l.ifi)
+	}
+}
+
+// The netdev lookup reads the operational state rtnetlink reports (a
+// one-byte IFLA_OPERSTATE): a veth that is down is "down", which makes
+// it unusable, not the "unknown" a missing state would leave.
+func TestNetlinkOperState(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip link add os0 type veth peer name os1") {
+		return
+	}
+	ifi, err := net.InterfaceByName("os0")
+	if err != nil {
+		t.Fatalf("the veth: %v", err)
+	}
+	n, err := netlinkNetdev(ifi.Index)
+	if err != nil {
+		t.Fatalf("netlinkNetdev(os0): %v", err)
+	}
+	if n.operState != "down" || n.unusable() != "operstate down" {
+		t.Errorf("os0, down: operState %q, unusable %q; want down", n.operState, n.unusable())
 	}
 }

@@ -257,6 +257,43 @@ func TestTooLongDatagram(t *testing.T) {
 	}
 }
 
+// A scattered read gives a datagram 16 bytes of tail scratch past the
+// posted buffer (room for ImmDt, pad and ICRC): one that runs past the
+// buffer by 16 bytes is read whole and judged by its headers (a bad
+// Q_Key counted as one); one that runs 17 past is cut by the kernel and
+// dropped as too long before its headers are read. Either way the
+// buffer takes the next datagram.
+func TestTailScratchBound(t *testing.T) {
+	const plen = 112 // no pad: BTH, DETH, 112 bytes, ICRC
+	b := newEndpoint(t, verbs.QPConfig{})
+	r := newRawSender(t)
+	uni := b.qp.UnicastIP()
+	badQKey := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey() ^ 1, SrcQPN: 0x4242}
+	good := badQKey
+	good.QKey = b.qp.QKey()
+	for _, tt := range []struct {
+		body int // the posted buffer past its GRH area: plen + 4 - body past it
+		want soft.Drops
+	}{
+		{body: plen + roce.ICRCSize - 16, want: soft.Drops{BadQKey: 1}},
+		{body: plen + roce.ICRCSize - 17, want: soft.Drops{TooLong: 1}},
+	} {
+		t.Run(fmt.Sprint(tt.body), func(t *testing.T) {
+			_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: uint32(verbs.GRHSize + tt.body), LKey: b.mr.LKey()}}})
+			require.NoError(t, err)
+			before := b.qp.Drops()
+			r.send(t, r.datagram(badQKey, make([]byte, plen), uni), uni)
+			r.send(t, r.datagram(good, []byte("fits"), uni), uni)
+			wcs := b.recv(1, 2*time.Second)
+			require.Len(t, wcs, 1)
+			assert.Equal(t, "fits", string(b.buf(wcs[0])[verbs.GRHSize:]))
+			d := b.qp.Drops()
+			assert.Equal(t, tt.want, soft.Drops{BadQKey: d.BadQKey - before.BadQKey, TooLong: d.TooLong - before.TooLong})
+			assert.Equal(t, dropTotal(before)+1, dropTotal(d), "one drop")
+		})
+	}
+}
+
 // TestBareReadsInSteadyState: request/response traffic to a
 // GRHAddressesOnly QP with one group is read bare from the second
 // datagram on, whether Poll follows a wake (one-slot reads) or checks

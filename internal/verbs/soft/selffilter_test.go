@@ -115,9 +115,10 @@ func TestSelfFilterWithout(t *testing.T) {
 // address) passes and is received; one from its address, another port
 // and its own QPN passes the filter and is dropped by the user-space
 // check (Self); one shorter than a DETH from its address and port passes
-// and counts as Truncated. The IPv4 source the filter reads at
-// SKF_NET_OFF and the UDP port at offset 0 are checked here: a filter
-// reading either wrong drops all four or none.
+// and counts as Truncated, the one a byte short of the source QP's end
+// too (a filter that loaded past the datagram would drop it). The IPv4
+// source the filter reads at SKF_NET_OFF and the UDP port at offset 0
+// are checked here: a filter reading either wrong drops all or none.
 func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
 	require.True(t, soft.SelfFiltered(a.qp))
@@ -140,8 +141,10 @@ func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 	}
 	// Own address and port, own QPN: the filter's.
 	send(fd, datagramFrom(t, h, []byte("own"), src, roce.UDPPort, group))
-	// Own address and port, too short for a DETH.
+	// Own address and port, too short for a DETH: 5 bytes, and 19 (one
+	// short of the DETH's source QP, which the filter must not load).
 	send(fd, []byte("short"))
+	send(fd, make([]byte, 19))
 	// Own address, another port, own QPN.
 	send(other.fd, datagramFrom(t, h, []byte("own, other port"), src, other.sport, group))
 	// Own address and port, another QPN.
@@ -154,7 +157,7 @@ func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 	assert.Equal(t, a.qp.QPN()^1, wcs[0].SrcQP)
 	// The first, which the QP did not send, is the kernel's drop: the
 	// filter's drops count in sk_drops, less only the QP's own sends.
-	assert.Equal(t, soft.Drops{Self: 1, Truncated: 1, Overflow: 1}, a.qp.Drops())
+	assert.Equal(t, soft.Drops{Self: 1, Truncated: 2, Overflow: 1}, a.qp.Drops())
 }
 
 // datagramFrom builds a UD SEND_ONLY datagram to group with the ICRC of an

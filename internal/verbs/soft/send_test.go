@@ -56,3 +56,50 @@ func TestBatchLastOneBytePayload(t *testing.T) {
 	require.Equal(t, uint32(verbs.GRHSize+1), wcs[0].ByteLen)
 	require.Equal(t, byte('y'), c.arena.Bytes()[c.recvSGE(int(wcs[0].WRID)).Offset+verbs.GRHSize])
 }
+
+// A send carries its work request's Q_Key, not the sender's own, unless
+// the request's has the high bit set: then the QP's own, as verbs does.
+func TestSendQKey(t *testing.T) {
+	const otherQKey = 0x0BADC0DE
+	e := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{QKey: otherQKey})
+	c := newEndpoint(t, verbs.QPConfig{})
+	require.Equal(t, uint32(otherQKey), b.qp.QKey())
+	require.Equal(t, e.qp.QKey(), c.qp.QKey())
+	b.postRecvs(0, 4)
+	c.postRecvs(0, 4)
+	ah := func(to *endpoint) verbs.AH {
+		ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: to.id.Local().GID, IsGlobal: true, HopLimit: 64})
+		require.NoError(t, err)
+		return ah
+	}
+	send := func(to *endpoint, qkey uint32, payload string) {
+		t.Helper()
+		copy(e.sendBuf(0), payload)
+		wr := verbs.SendWR{WRID: 7, SGE: e.sendSGE(0, len(payload)), AH: ah(to), RemoteQPN: to.qp.QPN(),
+			RemoteQKey: qkey, Flags: verbs.SendSignaled}
+		n, err := e.qp.PostSend([]verbs.SendWR{wr})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		var wcs [1]verbs.WC
+		n, err = e.qp.SendCQ().Poll(wcs[:])
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, verbs.WCSuccess, wcs[0].Status)
+	}
+	expect := func(to *endpoint, payload string) {
+		t.Helper()
+		wcs := to.recv(1, 2*time.Second)
+		require.Len(t, wcs, 1, "%q (drops %+v)", payload, to.qp.Drops())
+		require.Equal(t, payload, string(to.buf(wcs[0])[verbs.GRHSize:]))
+	}
+
+	send(b, e.qp.QKey(), "the sender's Q_Key")
+	send(b, otherQKey, "b's Q_Key")
+	expect(b, "b's Q_Key") // in order: the first was dropped
+	require.Equal(t, soft.Drops{BadQKey: 1}, b.qp.Drops())
+
+	send(c, 0x80000000|otherQKey, "high bit: the sender's own Q_Key")
+	expect(c, "high bit: the sender's own Q_Key")
+	require.Equal(t, soft.Drops{}, c.qp.Drops())
+}
