@@ -3,6 +3,7 @@
 package rdmanet_test
 
 import (
+	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -18,28 +19,12 @@ import (
 // nothing, and must not try to signal a request it does not have.
 func TestPartialPostThenEmptyBatch(t *testing.T) {
 	t.Parallel()
-	if testDevice != "" {
-		t.Skip("a wrapped software QP")
-	}
-	g := newGroup()
-	tx := listen(t, g, func(lc *rdmanet.ListenConfig) {
-		lc.Backend, lc.SendDepth = rdmanet.BackendPartialPosts, 64 // signal every 16th
-	})
-	ga, err := tx.GroupAddr(g)
-	require.NoError(t, err)
-	sb, err := tx.NewSendBuffer(4096)
-	require.NoError(t, err)
+	tx, g, ga, sb := partialPost(t)
 	buf := sb.Bytes()
-	n, err := tx.WriteBatch([]rdmanet.Message{
-		{Buffer: buf[:10], Addr: ga},
-		{Buffer: buf[10:20], Addr: ga},
-	})
-	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
-	require.Equal(t, 1, n, "sends posted of the partial batch")
 	require.ErrorContains(t, tx.WaitSends(1), "not signaled", "the posted send is unsignaled")
 
 	big := make([]byte, tx.MTU()+1)
-	n, err = tx.WriteBatch([]rdmanet.Message{{Buffer: big, Addr: ga}})
+	n, err := tx.WriteBatch([]rdmanet.Message{{Buffer: big, Addr: ga}})
 	require.Error(t, err, "a datagram above the MTU")
 	require.Equal(t, 0, n, "sends posted of a batch refused at its first message")
 
@@ -57,6 +42,25 @@ func TestPartialPostThenEmptyBatch(t *testing.T) {
 // posted ends without a WaitSends having asked for the signal first.
 func TestPartialPostOneBufferSendSignaledByNextWrite(t *testing.T) {
 	t.Parallel()
+	tx, g, _, sb := partialPost(t)
+
+	// Not a SendBuffer's memory: signaled only because the partial
+	// post left a SendBuffer send unsignaled.
+	_, err := tx.WriteTo(make([]byte, 10), g)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), tx.SendsPosted())
+	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, tx.WaitSends(tx.SendsPosted()), "the write after the partial post signaled its send")
+	require.Equal(t, uint64(2), tx.SendsDone())
+	require.NoError(t, sb.Free())
+}
+
+// partialPost listens on the backend whose QP posts batches part way
+// and writes a batch of two SendBuffer sends to the group, of which one
+// is posted: it returns the conn, the group, its address and the
+// buffer.
+func partialPost(t *testing.T) (*rdmanet.Conn, *net.UDPAddr, rdmanet.Addr, *rdmanet.SendBuffer) {
+	t.Helper()
 	if testDevice != "" {
 		t.Skip("a wrapped software QP")
 	}
@@ -75,14 +79,5 @@ func TestPartialPostOneBufferSendSignaledByNextWrite(t *testing.T) {
 	})
 	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
 	require.Equal(t, 1, n, "sends posted of the partial batch")
-
-	// Not a SendBuffer's memory: signaled only because the partial
-	// post left a SendBuffer send unsignaled.
-	_, err = tx.WriteTo(make([]byte, 10), g)
-	require.NoError(t, err)
-	require.Equal(t, uint64(2), tx.SendsPosted())
-	require.NoError(t, tx.SetWriteDeadline(time.Now().Add(10*time.Second)))
-	require.NoError(t, tx.WaitSends(tx.SendsPosted()), "the write after the partial post signaled its send")
-	require.Equal(t, uint64(2), tx.SendsDone())
-	require.NoError(t, sb.Free())
+	return tx, g, ga, sb
 }
