@@ -487,3 +487,24 @@ func waitUnread(t *testing.T, e *endpoint) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestCoalescedReadTruncated: a coalesced read the kernel cut (longer
+// than a GRO row) completes none of its datagrams and counts one
+// TooLong; the next read is taken as before.
+func TestCoalescedReadTruncated(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC124)
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, _ := coalesced(t, a.qp, []groSeg{{plen: 64}, {plen: 64}, {plen: 64}}, src, dst, sport, true)
+	a.postRecvs(0, 8)
+	require.NoError(t, soft.InjectCoalescedTruncated(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 8)
+	n, err := a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "got %d completions of a truncated read, want 0", n)
+	require.Equal(t, soft.Drops{TooLong: 1}, a.qp.Drops(), "got drops %+v, want one TooLong", a.qp.Drops())
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	n, err = a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "got %d completions of the next read, want 3", n)
+}
