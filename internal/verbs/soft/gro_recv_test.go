@@ -103,6 +103,8 @@ func TestCoalescedReadSplit(t *testing.T) {
 		drops    soft.Drops
 	}{
 		{name: "equal segments", segs: n(4, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
+		{name: "two segments", segs: n(2, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
+		{name: "one segment", segs: n(1, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
 		{name: "last one shorter", segs: append(n(3, groSeg{plen: 100}), groSeg{plen: 9}), numbered: true, posted: 8, wcs: 64},
 		{name: "IDs all 0", segs: n(5, groSeg{plen: 1024}), posted: 8, wcs: 64},
 		{name: "with immediate", segs: n(3, groSeg{plen: 33, imm: true}), numbered: true, posted: 8, wcs: 64},
@@ -169,6 +171,8 @@ func TestCoalescedReadSplit(t *testing.T) {
 			reads, dgrams := soft.GROReads(a.qp)
 			if len(tt.segs) > 1 {
 				assert.Equal(t, [2]uint64{1, uint64(len(tt.segs))}, [2]uint64{reads, dgrams}, "coalesced reads, datagrams")
+			} else {
+				assert.Equal(t, [2]uint64{0, 0}, [2]uint64{reads, dgrams}, "a lone datagram is no coalesced read")
 			}
 		})
 	}
