@@ -151,3 +151,21 @@ func TestFdMakersFailClosing(t *testing.T) {
 	require.Equal(t, -1, fd, "got udpSocket fd %d with a bad option, want -1", fd)
 	require.Equal(t, before, openFds(t), "got %d fds open, want %d as before", openFds(t), before)
 }
+
+// An IP_TOS control message with no byte (the kernel sends one) leaves
+// tos alone; it is not read past.
+func TestParseCmsgsEmptyTOS(t *testing.T) {
+	b := make([]byte, unix.CmsgSpace(0)+unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+	h.SetLen(unix.CmsgLen(0))
+	// A TTL after it, as the kernel orders them: still read.
+	h = (*unix.Cmsghdr)(unsafe.Pointer(&b[unix.CmsgSpace(0)]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TTL
+	h.SetLen(unix.CmsgLen(4))
+	b[unix.CmsgSpace(0)+unix.CmsgLen(0)] = 9
+	var m rxMeta
+	require.NotPanics(t, func() { parseCmsgs(b, &m) }, "parseCmsgs read an empty IP_TOS")
+	require.Equal(t, uint8(0), m.tos, "got tos %#x, want 0", m.tos)
+	require.Equal(t, uint8(9), m.ttl, "got ttl %d, want 9", m.ttl)
+}
