@@ -5,6 +5,7 @@ package soft
 import (
 	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,6 +65,14 @@ func TestBindNetdevWithoutIPv4(t *testing.T) {
 	if !testenv.InOwnNetns(t, "ip link add dn0 type veth peer name dn1", "ip link set dn1 up", "ip link set dn0 up") {
 		return
 	}
+	// The veth's operational state turns up when linkwatch gets to it
+	// (up to a second after its carrier); until then it is unusable.
+	ifi, err := net.InterfaceByName("dn0")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := netlinkNetdev(ifi.Index)
+		return err == nil && n.operState == "up"
+	}, 10*time.Second, time.Millisecond, "dn0's operstate never turned up")
 	id, err := Provider{}.Bind(verbs.BindConfig{Device: devicePrefix + "dn0"})
 	if err == nil {
 		id.Close()
