@@ -5,6 +5,12 @@ package soft
 import (
 	"net"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
+	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
 // A netdev with a MAC has the MAC's EUI-64 as its node GUID: the
@@ -51,4 +57,26 @@ func TestNodeGUIDOfMACWithOneByteSet(t *testing.T) {
 	if got, want := nodeGUID(zero), nodeGUID(&net.Interface{Name: "eth9"}); got != want {
 		t.Errorf("nodeGUID of the zero MAC = %#x, want %#x, as with no MAC", got, want)
 	}
+}
+
+// A netdev that is up with no IPv4 address is no device, and the error
+// says so (not that some address is not on it).
+func TestBindNetdevWithoutIPv4(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip link add dn0 type veth peer name dn1", "ip link set dn1 up", "ip link set dn0 up") {
+		return
+	}
+	// The veth's operational state turns up when linkwatch gets to it
+	// (up to a second after its carrier); until then it is unusable.
+	ifi, err := net.InterfaceByName("dn0")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := netlinkNetdev(ifi.Index)
+		return err == nil && n.operState == "up"
+	}, 10*time.Second, time.Millisecond, "dn0's operstate never turned up")
+	id, err := Provider{}.Bind(verbs.BindConfig{Device: devicePrefix + "dn0"})
+	if err == nil {
+		id.Close()
+	}
+	require.ErrorIs(t, err, verbs.ErrNoDevice, "got Bind to dn0 %v, want no device", err)
+	require.ErrorContains(t, err, "netdev dn0 has no IPv4 address", "got %v, want no IPv4 address named", err)
 }

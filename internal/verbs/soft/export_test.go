@@ -91,6 +91,16 @@ func NoSelfFilter() (restore func()) {
 // Poll completes its datagrams (gro.go). It fails while datagrams of an
 // earlier read are pending.
 func InjectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport uint16, dst [4]byte) error {
+	return injectCoalesced(q, sock, data, seg, src, sport, dst, 0)
+}
+
+// InjectCoalescedTruncated is InjectCoalesced of a read the kernel cut
+// (MSG_TRUNC): a run longer than a GRO row.
+func InjectCoalescedTruncated(q *QP, sock int, data []byte, seg int, src [4]byte, sport uint16, dst [4]byte) error {
+	return injectCoalesced(q, sock, data, seg, src, sport, dst, unix.MSG_TRUNC)
+}
+
+func injectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport uint16, dst [4]byte, flags int32) error {
 	c := &q.rcq
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,7 +116,7 @@ func InjectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport u
 	row := c.gro.area.row(0)
 	c.gro.area.data[0] = row[groPrefix : groPrefix+copy(row[groPrefix:], data)]
 	m := &c.msgs[0]
-	m.Len, m.Hdr.Flags = uint32(len(data)), 0
+	m.Len, m.Hdr.Flags = uint32(len(data)), flags
 	ctrl := c.ctrl[0][:]
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
 	h.Level, h.Type = unix.SOL_UDP, unix.UDP_GRO

@@ -103,6 +103,8 @@ func TestCoalescedReadSplit(t *testing.T) {
 		drops    soft.Drops
 	}{
 		{name: "equal segments", segs: n(4, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
+		{name: "two segments", segs: n(2, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
+		{name: "one segment", segs: n(1, groSeg{plen: 64}), numbered: true, posted: 8, wcs: 64},
 		{name: "last one shorter", segs: append(n(3, groSeg{plen: 100}), groSeg{plen: 9}), numbered: true, posted: 8, wcs: 64},
 		{name: "IDs all 0", segs: n(5, groSeg{plen: 1024}), posted: 8, wcs: 64},
 		{name: "with immediate", segs: n(3, groSeg{plen: 33, imm: true}), numbered: true, posted: 8, wcs: 64},
@@ -169,6 +171,8 @@ func TestCoalescedReadSplit(t *testing.T) {
 			reads, dgrams := soft.GROReads(a.qp)
 			if len(tt.segs) > 1 {
 				assert.Equal(t, [2]uint64{1, uint64(len(tt.segs))}, [2]uint64{reads, dgrams}, "coalesced reads, datagrams")
+			} else {
+				assert.Equal(t, [2]uint64{0, 0}, [2]uint64{reads, dgrams}, "a lone datagram is no coalesced read")
 			}
 		})
 	}
@@ -486,4 +490,25 @@ func waitUnread(t *testing.T, e *endpoint) {
 		require.True(t, time.Now().Before(deadline), "no datagram arrived")
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestCoalescedReadTruncated: a coalesced read the kernel cut (longer
+// than a GRO row) completes none of its datagrams and counts one
+// TooLong; the next read is taken as before.
+func TestCoalescedReadTruncated(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC124)
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, _ := coalesced(t, a.qp, []groSeg{{plen: 64}, {plen: 64}, {plen: 64}}, src, dst, sport, true)
+	a.postRecvs(0, 8)
+	require.NoError(t, soft.InjectCoalescedTruncated(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 8)
+	n, err := a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "got %d completions of a truncated read, want 0", n)
+	require.Equal(t, soft.Drops{TooLong: 1}, a.qp.Drops(), "got drops %+v, want one TooLong", a.qp.Drops())
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	n, err = a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "got %d completions of the next read, want 3", n)
 }

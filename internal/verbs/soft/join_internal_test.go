@@ -26,3 +26,30 @@ func TestFullJoinOfFirstSendOnlyGroup(t *testing.T) {
 		t.Errorf("got %d groups, %d full, want 1 and 1", n, full)
 	}
 }
+
+// Leaving a group takes it, and only it, out of the self filter's set of
+// groups: the send path counts a datagram to a group in the set as
+// looped back and dropped by the filter (selfLooped).
+func TestLeaveUpdatesSelfGroups(t *testing.T) {
+	q := internalQP(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	if !q.selfFilter {
+		t.Skip("the kernel refused the self filter")
+	}
+	grps := [][4]byte{{239, 201, 9, 11}, {239, 201, 9, 12}, {239, 201, 9, 13}}
+	for _, g := range grps {
+		if _, err := q.join(g, false); err != nil {
+			t.Fatalf("join %v: %v", g, err)
+		}
+	}
+	for _, leave := range []int{1, 2} { // the middle one, then the last
+		if err := q.leave(grps[leave]); err != nil {
+			t.Fatalf("leave %v: %v", grps[leave], err)
+		}
+		for i, g := range grps {
+			want := i == 0 || (i == 2 && leave == 1)
+			if got := q.selfGroups.has(g); got != want {
+				t.Errorf("after leaving %v: got has(%v) %v, want %v", grps[leave], g, got, want)
+			}
+		}
+	}
+}

@@ -26,6 +26,12 @@ func netlinkNetdev(ifindex int) (netdevInfo, error) {
 	if err != nil {
 		return netdevInfo{}, os.NewSyscallError("netlinkrib", err)
 	}
+	return parseNetdev(tab, ifindex)
+}
+
+// parseNetdev finds the netdev with index ifindex in tab, an RTM_GETLINK
+// dump's answer.
+func parseNetdev(tab []byte, ifindex int) (netdevInfo, error) {
 	msgs, err := syscall.ParseNetlinkMessage(tab)
 	if err != nil {
 		return netdevInfo{}, os.NewSyscallError("parsenetlinkmessage", err)

@@ -3,13 +3,17 @@
 package soft
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
 	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
@@ -112,4 +116,84 @@ func TestNetlinkOperState(t *testing.T) {
 	if n.operState != "down" || n.unusable() != "operstate down" {
 		t.Errorf("os0, down: operState %q, unusable %q; want down", n.operState, n.unusable())
 	}
+}
+
+// nlAttr is one rtnetlink attribute: its type and value.
+type nlAttr struct {
+	typ uint16
+	val []byte
+}
+
+// linkDump is an RTM_GETLINK dump's answer of one RTM_NEWLINK message:
+// netdev index of link type arphrd with attrs.
+func linkDump(index int32, arphrd uint16, attrs ...nlAttr) []byte {
+	data := make([]byte, syscall.SizeofIfInfomsg)
+	binary.NativeEndian.PutUint16(data[2:4], arphrd)
+	binary.NativeEndian.PutUint32(data[4:8], uint32(index))
+	for _, a := range attrs {
+		var h [4]byte
+		binary.NativeEndian.PutUint16(h[0:2], uint16(4+len(a.val)))
+		binary.NativeEndian.PutUint16(h[2:4], a.typ)
+		data = append(append(data, h[:]...), a.val...)
+		for len(data)%4 != 0 {
+			data = append(data, 0)
+		}
+	}
+	msg := make([]byte, syscall.NLMSG_HDRLEN, syscall.NLMSG_HDRLEN+len(data))
+	binary.NativeEndian.PutUint32(msg[0:4], uint32(syscall.NLMSG_HDRLEN+len(data)))
+	binary.NativeEndian.PutUint16(msg[4:6], syscall.RTM_NEWLINK)
+	return append(msg, data...)
+}
+
+// parseNetdev reads the kind, MTU and state of the netdev asked for, and
+// fails, naming why, on an answer that does not parse.
+func TestParseNetdev(t *testing.T) {
+	mtu := binary.NativeEndian.AppendUint32(nil, 1500)
+	up := []byte{6}
+	other := linkDump(2, syscall.ARPHRD_LOOPBACK, nlAttr{syscall.IFLA_MTU, binary.NativeEndian.AppendUint32(nil, 65536)})
+	for _, tc := range []struct {
+		name    string
+		tab     []byte
+		want    netdevInfo
+		syscall string // the *os.SyscallError wanted, or "" for none
+		noDev   bool   // an error naming no such netdev
+	}{
+		{name: "ethernet up", tab: append(other, linkDump(7, syscall.ARPHRD_ETHER, nlAttr{syscall.IFLA_MTU, mtu}, nlAttr{iflaOperState, up})...),
+			want: netdevInfo{kind: infiniband.NetdevEthernet, mtu: 1500, operState: "up"}},
+		{name: "no attributes", tab: linkDump(7, syscall.ARPHRD_INFINIBAND),
+			want: netdevInfo{kind: infiniband.NetdevIPoIB, operState: "unknown"}},
+		{name: "short MTU and empty state", tab: linkDump(7, syscall.ARPHRD_ETHER, nlAttr{syscall.IFLA_MTU, mtu[:3]}, nlAttr{iflaOperState, nil}),
+			want: netdevInfo{kind: infiniband.NetdevEthernet, operState: "unknown"}},
+		{name: "no such index", tab: other, noDev: true},
+		{name: "truncated message", tab: linkDump(7, syscall.ARPHRD_ETHER, nlAttr{syscall.IFLA_MTU, mtu})[:syscall.NLMSG_HDRLEN+4], syscall: "parsenetlinkmessage"},
+		{name: "attribute past the message", tab: func() []byte {
+			b := linkDump(7, syscall.ARPHRD_ETHER, nlAttr{syscall.IFLA_MTU, mtu})
+			binary.NativeEndian.PutUint16(b[syscall.NLMSG_HDRLEN+syscall.SizeofIfInfomsg:], 64)
+			return b
+		}(), syscall: "parsenetlinkrouteattr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseNetdev(tc.tab, 7)
+			switch {
+			case tc.syscall != "":
+				var se *os.SyscallError
+				require.ErrorAs(t, err, &se, "got %+v, %v; want a %s error", got, err, tc.syscall)
+				require.Equal(t, tc.syscall, se.Syscall, "got error %v, want one from %s", err, tc.syscall)
+			case tc.noDev:
+				require.ErrorContains(t, err, "no netdev with index 7", "got %+v, %v; want no such netdev", got, err)
+			default:
+				require.NoError(t, err)
+				require.Equal(t, tc.want, got, "got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// operStateName names each RFC 2863 state as sysfs's operstate does.
+func TestOperStateName(t *testing.T) {
+	want := []string{"unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up", "unknown"}
+	for s, w := range want {
+		require.Equal(t, w, operStateName(uint8(s)), "got operStateName(%d) %q, want %q", s, operStateName(uint8(s)), w)
+	}
+	require.Equal(t, "unknown", operStateName(255), "got operStateName(255) %q, want unknown", operStateName(255))
 }

@@ -93,3 +93,37 @@ func TestQPNBlocksPerNamespace(t *testing.T) {
 		t.Errorf("blocks after ns2's emptied: ns1 %d, ns2 %d; want 0, 1", blocks(ns1), blocks(ns2))
 	}
 }
+
+// releaseQPN gives back the QPN it is asked to, and only it: the next
+// QPN of the block, still in use, stays taken.
+func TestReleaseQPNFreesItsOwn(t *testing.T) {
+	const netns = 0x5eed80 // no namespace's cookie: blocks of its own
+	first, err := reserveQPN(netns)
+	if err != nil {
+		t.Fatalf("reserveQPN: %v", err)
+	}
+	second, err := reserveQPN(netns)
+	if err != nil {
+		t.Fatalf("reserveQPN: %v", err)
+	}
+	defer releaseQPN(netns, second)
+	releaseQPN(netns, first)
+	qpnPool.mu.Lock()
+	defer qpnPool.mu.Unlock()
+	for _, b := range qpnPool.blocks {
+		if b.netns != netns {
+			continue
+		}
+		if got := b.usable(int(first - b.base)); !got {
+			t.Errorf("got QPN %#x given back usable %v, want true", first, got)
+		}
+		if got := b.usable(int(second - b.base)); got {
+			t.Errorf("got QPN %#x in use usable %v, want false", second, got)
+		}
+		if b.n != 1 {
+			t.Errorf("got %d QPNs of the block handed out, want 1", b.n)
+		}
+		return
+	}
+	t.Fatalf("no block of namespace %#x", netns)
+}

@@ -608,3 +608,39 @@ func TestGRHAddressesOnly(t *testing.T) {
 		assertIPv4Checksum(t, ip)
 	}
 }
+
+// TestMRClose: a closed MR's LKey is refused from then on, by PostSend
+// and PostRecv alike ("not registered", not a short buffer), and the
+// QP's other MRs, registered before and after it, still serve.
+func TestMRClose(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	var mrs [2]verbs.MR
+	for i := range mrs {
+		ar, err := verbs.NewArena(bufSize)
+		require.NoError(t, err)
+		t.Cleanup(func() { ar.Free() })
+		mrs[i], err = a.qp.RegisterMemory(ar)
+		require.NoError(t, err)
+	}
+	require.NoError(t, mrs[0].Close())
+	m, ah := a.join("239.201.5.2", true)
+	send := func(lkey uint32) error {
+		_, err := a.qp.PostSend([]verbs.SendWR{{SGE: verbs.SGE{Length: 10, LKey: lkey}, AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}})
+		return err
+	}
+	require.ErrorContains(t, send(mrs[0].LKey()), "not registered", "got PostSend with a closed MR's LKey, want it refused")
+	n, err := a.qp.PostRecv([]verbs.RecvWR{{SGE: verbs.SGE{Length: bufSize, LKey: mrs[0].LKey()}}})
+	require.Equal(t, 0, n, "got %d receives posted with a closed MR's LKey, want 0", n)
+	require.ErrorContains(t, err, "not registered", "got PostRecv error %v, want the LKey refused", err)
+	require.NoError(t, send(a.mr.LKey()), "the MR registered before the closed one")
+	require.NoError(t, send(mrs[1].LKey()), "the MR registered after the closed one")
+}
+
+// Leave of an MGID that is no IPv4-mapped multicast GID says so; it is
+// not taken for some group not joined.
+func TestLeaveBadMGID(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	a.join("239.201.5.3", false)
+	err := a.id.Leave(verbs.GID{0xff, 0x0e})
+	require.ErrorIs(t, err, verbs.ErrNotSupported, "got Leave of an IPv6 MGID %v, want ErrNotSupported", err)
+}

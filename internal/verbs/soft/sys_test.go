@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,4 +70,102 @@ func TestParseCmsgsOneByteTOS(t *testing.T) {
 	if m.tos != 0xB8 {
 		t.Errorf("parseCmsgs: tos %#x, want 0xb8", m.tos)
 	}
+}
+
+// TestSendmmsgWaitsForRoom is TestSendtoWaitsForRoom for sendmmsg: with
+// the buffer full it waits in waitWritable, then sends.
+func TestSendmmsgWaitsForRoom(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	msg := make([]byte, 1024)
+	n := 0
+	for ; ; n++ {
+		if _, err := unix.Write(fds[0], msg); err == unix.EAGAIN {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	last := []byte("last")
+	var iov unix.Iovec
+	setIov(&iov, last)
+	msgs := []mmsghdr{{Hdr: unix.Msghdr{Iov: &iov, Iovlen: 1}}}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		k, err := sendmmsg(fds[0], msgs, 0)
+		done <- result{k, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("got sendmmsg %d, %v with the buffer full (%d datagrams queued), want it to wait", r.n, r.err, n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	buf := make([]byte, 2048)
+	for range n {
+		_, err := unix.Read(fds[1], buf)
+		require.NoError(t, err)
+	}
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, 1, r.n, "got %d sent, want 1", r.n)
+	case <-time.After(5 * time.Second):
+		t.Fatal("sendmmsg still blocked after the peer read everything")
+	}
+	// Blocking now: the datagram sendmmsg sent must be there.
+	require.NoError(t, unix.SetNonblock(fds[1], false))
+	k, err := unix.Read(fds[1], buf)
+	require.NoError(t, err)
+	require.Equal(t, "last", string(buf[:k]), "got %q, want the datagram sendmmsg waited to send", buf[:k])
+}
+
+// A failed epoll_pwait or sendmmsg reports nothing done: recvepoll reads
+// epollWait's count without its error.
+func TestRawSyscallErrorsCountNone(t *testing.T) {
+	var evs [4]unix.EpollEvent
+	n, err := epollWait(-1, evs[:])
+	require.ErrorIs(t, err, unix.EBADF)
+	require.Equal(t, 0, n, "got epollWait count %d on EBADF, want 0", n)
+	var iov unix.Iovec
+	setIov(&iov, []byte("x"))
+	n, err = sendmmsg(-1, []mmsghdr{{Hdr: unix.Msghdr{Iov: &iov, Iovlen: 1}}}, 0)
+	require.ErrorIs(t, err, unix.EBADF)
+	require.Equal(t, 0, n, "got sendmmsg count %d on EBADF, want 0", n)
+}
+
+// newEpoll and udpSocket that fail part way return -1 and close what
+// they made.
+func TestFdMakersFailClosing(t *testing.T) {
+	before := openFds(t)
+	fd, err := newEpoll([]int{-1}, []uint32{unix.EPOLLIN})
+	require.ErrorIs(t, err, unix.EBADF)
+	require.Equal(t, -1, fd, "got newEpoll fd %d on a bad fd, want -1", fd)
+	fd, err = udpSocket([]sockopt{{unix.SOL_SOCKET, -1, 1, "bogus"}})
+	require.ErrorIs(t, err, unix.ENOPROTOOPT)
+	require.Equal(t, -1, fd, "got udpSocket fd %d with a bad option, want -1", fd)
+	require.Equal(t, before, openFds(t), "got %d fds open, want %d as before", openFds(t), before)
+}
+
+// An IP_TOS control message with no byte (the kernel sends one) leaves
+// tos alone; it is not read past.
+func TestParseCmsgsEmptyTOS(t *testing.T) {
+	b := make([]byte, unix.CmsgSpace(0)+unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+	h.SetLen(unix.CmsgLen(0))
+	// A TTL after it, as the kernel orders them: still read.
+	h = (*unix.Cmsghdr)(unsafe.Pointer(&b[unix.CmsgSpace(0)]))
+	h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TTL
+	h.SetLen(unix.CmsgLen(4))
+	b[unix.CmsgSpace(0)+unix.CmsgLen(0)] = 9
+	var m rxMeta
+	require.NotPanics(t, func() { parseCmsgs(b, &m) }, "parseCmsgs read an empty IP_TOS")
+	require.Equal(t, uint8(0), m.tos, "got tos %#x, want 0", m.tos)
+	require.Equal(t, uint8(9), m.ttl, "got ttl %d, want 9", m.ttl)
 }
