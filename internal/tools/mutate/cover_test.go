@@ -85,6 +85,44 @@ func g() error { return nil }
 	}
 }
 
+// A case clause's expression lies in the block of the clause before it
+// as go test -cover counts blocks (or in none), so that block's count says
+// nothing of whether it was evaluated: such a mutant always runs. A
+// comparison in a clause's body is judged by its line as before.
+func TestCaseExpressionsRun(t *testing.T) {
+	src := []byte(`package p
+
+func f(a, b int) int {
+	switch {
+	case a > 1:
+		return 1
+	case b > 2:
+		return b > 3
+	}
+	return 0
+}
+`)
+	ms, err := fileMutants("pkg/p.go", src, map[string]bool{"cmp": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[int]bool{}
+	for _, m := range ms {
+		in[m.line] = m.inCase
+	}
+	if want := map[int]bool{5: true, 7: true, 8: false}; len(in) != len(want) || in[5] != want[5] || in[7] != want[7] || in[8] != want[8] {
+		t.Fatalf("got inCase by line %v, want %v", in, want)
+	}
+	// The second clause's line counted in the first clause's body, which
+	// no test ran.
+	unrun := map[string]map[int]uint8{"pkg/p.go": {5: executed, 6: inBlock, 7: inBlock, 8: inBlock}}
+	for _, m := range ms {
+		if got, want := m.covered(unrun), m.line != 8; got != want {
+			t.Errorf("%v: covered %v, want %v", m, got, want)
+		}
+	}
+}
+
 // A mutant runs the tests that execute its lines, all tests for a line
 // in no block, none when no test executes it.
 func TestSelectionNamesTheTestsOfItsLines(t *testing.T) {

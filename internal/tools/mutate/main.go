@@ -97,6 +97,10 @@ type mutant struct {
 	off, end int
 	orig     string
 	repl     string
+	// inCase: m changes a case clause's expression, which go test -cover
+	// counts in no block of its own (its line falls in the block of the
+	// clause before, or of none): covered() cannot tell, so it runs.
+	inCase bool
 }
 
 func (m mutant) String() string {
@@ -383,9 +387,14 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 	tf := fset.File(f.Pos())
 	off := func(p token.Pos) int { return tf.Offset(p) }
 	var ms []mutant
+	var cases [][2]token.Pos // the expressions of every case clause
 	add := func(kind string, from, to token.Pos, repl string) {
 		o, e := off(from), off(to)
-		ms = append(ms, mutant{file: rel, line: tf.Line(from), endLine: tf.Line(to), kind: kind, off: o, end: e, orig: string(src[o:e]), repl: repl})
+		in := false
+		for _, c := range cases {
+			in = in || from >= c[0] && from < c[1]
+		}
+		ms = append(ms, mutant{file: rel, line: tf.Line(from), endLine: tf.Line(to), kind: kind, off: o, end: e, orig: string(src[o:e]), repl: repl, inCase: in})
 	}
 	// Literals that size types or index constant tables are not
 	// expressions a bug changes by one; skip array lengths.
@@ -393,6 +402,9 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 	ast.Inspect(f, func(n ast.Node) bool {
 		if at, ok := n.(*ast.ArrayType); ok && at.Len != nil {
 			skip[at.Len] = true
+		}
+		if cc, ok := n.(*ast.CaseClause); ok && len(cc.List) > 0 {
+			cases = append(cases, [2]token.Pos{cc.List[0].Pos(), cc.List[len(cc.List)-1].End()})
 		}
 		return true
 	})
@@ -724,8 +736,12 @@ func (m mutant) lines() (from, to int) {
 // dropped error return, the lines of the return inside it: the condition
 // is evaluated whenever the if is reached, and only an executed return
 // makes the drop visible). A line outside every block, such as a
-// constant's, may be used by executed code: covered.
+// constant's, may be used by executed code: covered; so is a case
+// clause's expression (inCase).
 func (m mutant) covered(lines map[string]map[int]uint8) bool {
+	if m.inCase {
+		return true
+	}
 	from, to := m.lines()
 	for n := from; n <= to; n++ {
 		if lines[m.file][n] != inBlock {
