@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -53,4 +55,17 @@ func TestMIBReadingShared(t *testing.T) {
 	if !q.fault.mib0.ok {
 		t.Errorf("own reading: MIB not read")
 	}
+}
+
+// The multicast socket's overflow is its sk_drops less what the self
+// filter dropped, never below 0: sk_drops read before the kernel counted
+// the QP's own datagrams that the QP counted already (the two counters
+// race) shows no overflow, not a wrapped one or a made-up one.
+func TestMcOverflowNotBelowSelfLooped(t *testing.T) {
+	var q QP
+	q.selfLooped.Store(5)
+	q.sockDrops[0].Store(3)
+	require.Zero(t, q.mcOverflow(), "sk_drops 3, self looped 5: want overflow 0")
+	q.sockDrops[0].Store(9)
+	require.Equal(t, uint32(4), q.mcOverflow(), "sk_drops 9, self looped 5")
 }
