@@ -3,12 +3,15 @@
 package soft_test
 
 import (
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -53,4 +56,31 @@ func TestBatchSendErrorsCompleteWithTheirErrno(t *testing.T) {
 	require.Equal(t, 1, n, "the signaled one")
 	assert.Equal(t, verbs.WCSuccess, wcs[0].Status)
 	assert.Zero(t, wcs[0].Errno)
+}
+
+// A lone WR the kernel refuses is not queued: PostSend returns sendto's
+// error with its errno and completes nothing. Here the route the AH was
+// made with is taken away before the send: sendto fails with
+// EHOSTUNREACH. (In a namespace of its own: it changes routes.)
+func TestLoneSendErrorReturnsErrno(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip route add 10.255.0.0/16 dev lo") {
+		return
+	}
+	e := newEndpoint(t, verbs.QPConfig{})
+	gid, err := infiniband.ParseGID("::ffff:10.255.0.1")
+	require.NoError(t, err)
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: gid, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	out, err := exec.Command("ip", "route", "add", "unreachable", "10.255.0.1/32").CombinedOutput()
+	require.NoError(t, err, "ip route add unreachable: %s", out)
+
+	wr := verbs.SendWR{WRID: 5, SGE: e.sendSGE(0, 100), AH: ah, RemoteQPN: 0x11,
+		RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled}
+	n, err := e.qp.PostSend([]verbs.SendWR{wr})
+	require.ErrorIs(t, err, unix.EHOSTUNREACH, "got %v, want sendto's EHOSTUNREACH", err)
+	require.Zero(t, n, "got %d posted, want 0", n)
+	wcs := make([]verbs.WC, 4)
+	n, err = e.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Zero(t, n, "got %d completions, want none for a WR not posted", n)
 }
