@@ -356,3 +356,22 @@ func TestICRCForDFClear(t *testing.T) {
 		assert.Zero(t, b.qp.Drops().BadICRC)
 	}
 }
+
+// A QP without GRHAddressesOnly shows the TOS a datagram arrived with in
+// its GRH's IPv4 header (IP_RECVTOS): soft's own sends set none, so here a
+// raw sender sets DSCP EF and ECT(0).
+func TestGRHShowsReceivedTOS(t *testing.T) {
+	const tos = 0xB8 | 0x2
+	b := newEndpoint(t, verbs.QPConfig{})
+	r := newRawSender(t)
+	require.NoError(t, unix.SetsockoptInt(r.fd, unix.IPPROTO_IP, unix.IP_TOS, tos))
+	uni := b.qp.UnicastIP()
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	b.postRecvs(0, 1)
+	r.send(t, r.datagram(h, []byte("with a TOS"), uni), uni)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	ip := b.buf(wcs[0])[20:verbs.GRHSize]
+	require.Equal(t, byte(tos), ip[1], "got TOS %#x, want %#x", ip[1], tos)
+	assertIPv4Checksum(t, ip)
+}
