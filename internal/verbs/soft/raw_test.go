@@ -375,3 +375,34 @@ func TestGRHShowsReceivedTOS(t *testing.T) {
 	require.Equal(t, byte(tos), ip[1], "got TOS %#x, want %#x", ip[1], tos)
 	assertIPv4Checksum(t, ip)
 }
+
+// A GRHAddressesOnly QP with two groups reads its multicast socket with
+// IP_ORIGDSTADDR (the destination tells the groups apart) even after a bare
+// read of its unicast socket: the bare unicast read must not turn the
+// multicast socket's IP_RECVORIGDSTADDR off.
+func TestOrigDstKeptAcrossBareUnicastRead(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	groups := []string{"239.202.9.21", "239.202.9.22"}
+	var ahs []verbs.AH
+	var qpn uint32
+	for _, g := range groups {
+		m, _ := b.join(g, false)
+		_, ah := a.join(g, true)
+		ahs, qpn = append(ahs, ah), m.RemoteQPN
+	}
+	b.postRecvs(0, 3)
+	wantDst := func(what string, want net.IP) {
+		t.Helper()
+		wcs := b.recv(1, 2*time.Second)
+		require.Len(t, wcs, 1, what)
+		got := net.IP(b.buf(wcs[0])[20+16 : 20+20])
+		require.True(t, want.Equal(got), "%s: got destination %v, want %v", what, got, want)
+	}
+	a.send(ahs[0], qpn, []byte("to the first group"), 0, 0)
+	wantDst("multicast before", net.ParseIP(groups[0]))
+	a.unicastTo(b, []byte("unicast, read bare"))
+	require.NotZero(t, soft.BareReads(b.qp), "got no bare read, want the unicast one read bare")
+	a.send(ahs[1], qpn, []byte("to the second group"), 0, 0)
+	wantDst("multicast after a bare unicast read", net.ParseIP(groups[1]))
+}
