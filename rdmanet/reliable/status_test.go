@@ -93,3 +93,30 @@ func TestStatusEveryAtItsDue(t *testing.T) {
 	defer r.mu.Unlock()
 	require.Equal(t, due, p.statusAt, "got the last report at %d, want %d", p.statusAt, due)
 }
+
+// How often a receiver reports to a sender unasked (statusEvery): to a
+// FlowMin sender a quarter of ReceiverTimeout; to a FlowMax one a whole
+// ReceiverTimeout while the conn's own heartbeats come at least twice
+// in it (HeartbeatMax at most half of it), else a quarter; never more
+// often than StatusInterval.
+func TestStatusEvery(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		flowMin bool
+		want    time.Duration
+	}{
+		{"FlowMin", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms}, true, 100 * ms},
+		{"FlowMax, HeartbeatMax a quarter", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms}, false, 400 * ms},
+		{"FlowMax, HeartbeatMax exactly half", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 200 * ms}, false, 400 * ms},
+		{"FlowMax, HeartbeatMax past half", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 200*ms + time.Microsecond}, false, 100 * ms},
+		{"FlowMin, StatusInterval over a quarter", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms, StatusInterval: 150 * ms}, true, 150 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := listenT(t, newGroup(), tc.cfg)
+			got := time.Duration(c.rcv.statusEvery(&peer{flowMin: tc.flowMin}))
+			require.Equal(t, tc.want, got, "got a report every %v, want %v", got, tc.want)
+		})
+	}
+}
