@@ -263,3 +263,18 @@ func TestReceiveLoopTakes32(t *testing.T) {
 	}
 	require.Equal(t, 31, top, "got %d buffers filled by a poll at most, want 32: %v", top+1, slots)
 }
+
+// An idle conn sleeps: with the receive loop holding the underlying conn
+// and nothing sent or received, its timer loop waits for its next
+// deadline rather than looking again at once, and the process spends a
+// small part of 300 ms on the CPU (under a fifth: an idle conn takes
+// about none, a loop that spins a whole core).
+func TestIdleConnSleeps(t *testing.T) {
+	c := listenT(t, newGroup(), Config{})
+	require.Equal(t, rxLoop, rxOwnerOf(c), "the receive loop holds the conn")
+	const wall = 300 * time.Millisecond
+	cpu0, t0 := processCPU(), time.Now()
+	time.Sleep(wall) // the interval measured, not a wait for an event
+	cpu, took := processCPU()-cpu0, time.Since(t0)
+	require.Less(t, cpu, took/5, "got %v of CPU in %v idle, want under a fifth", cpu, took)
+}
