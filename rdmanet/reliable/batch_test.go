@@ -237,3 +237,43 @@ func TestReadBatchDeadline(t *testing.T) {
 	_, err = r.ReadBatch(ms)
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// A loss report behind a ready message, in one batch: the batch hands out
+// the message and ends before the report, which the next call returns
+// alone. Sender A's message is ready before sender B's loss.
+func TestReadBatchEndsBeforeSecondLoss(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	a, b := rdmanet.Addr{QPN: 0x4265}, rdmanet.Addr{QPN: 0x4266}
+	const sa, sb = 95, 96
+	ms := batchT(4, 16)
+	inject(r, dataDG(sb, 0, 0, 0, 1, []byte("b0")), b)
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	k, err := r.ReadBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	require.Equal(t, "b0", string(ms[0].Buffer[:ms[0].N]))
+
+	inject(r, dataDG(sa, 0, 0, 0, 1, []byte("a0")), a)
+	// B's message 1 is lost: its window starts at message 2.
+	inject(r, dataDG(sb, 2, 2, 0, 1, []byte("b2")), b)
+	inject(r, heartbeatDG(sb, 3, 3, 2, 2), b)
+
+	k, err = r.ReadBatch(ms)
+	require.NoError(t, err, "a message ready before the loss report")
+	require.Equal(t, 1, k, "got %d messages, want A's message alone", k)
+	require.Equal(t, "a0", string(ms[0].Buffer[:ms[0].N]))
+	require.Equal(t, a, ms[0].Addr)
+
+	k, err = r.ReadBatch(ms)
+	var le *LossError
+	require.ErrorAs(t, err, &le, "got %v, want B's loss report", err)
+	require.Zero(t, k)
+	require.Equal(t, uint64(1), le.Messages, "got %d messages lost, want 1", le.Messages)
+	require.Equal(t, uint32(sb), le.Session)
+
+	k, err = r.ReadBatch(ms)
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	require.Equal(t, "b2", string(ms[0].Buffer[:ms[0].N]))
+	require.Equal(t, uint64(3), r.Stats().MessagesReceived, "stats %+v", r.Stats())
+}

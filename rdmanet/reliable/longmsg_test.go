@@ -138,3 +138,30 @@ func TestNAKsAroundTooLongMessage(t *testing.T) {
 	inject(r, dataDG(session, 1, 1, 0, 1, []byte("m1")), from)
 	waitNAK(2 + nfrag)
 }
+
+// A message of MaxMessage bytes goes out in one write whatever MaxMessage
+// is past a whole number of fragments: a MaxMessage one byte past 64 or
+// 100 fragments is 65 or 101 datagrams, and a write of it stages them all
+// (s.msgs holds a largest message) and the receiver gets it intact.
+func TestWriteMaxMessageOfAPartFragment(t *testing.T) {
+	frag := listenT(t, newGroup(), Config{}).frag
+	for _, tc := range []struct {
+		max, nfrag int
+	}{{64 * frag, 64}, {64*frag + 1, 65}, {100 * frag, 100}, {100*frag + 1, 101}} {
+		group := newGroup()
+		cfg := Config{MaxMessage: tc.max}
+		rx := listenT(t, group, cfg)
+		tx := listenT(t, group, cfg)
+		require.GreaterOrEqual(t, len(tx.snd.msgs), tc.nfrag, "MaxMessage %d: got room for %d datagrams a post, want %d at least", tc.max, len(tx.snd.msgs), tc.nfrag)
+		errs := make(chan error, 1)
+		go func() {
+			_, err := readAll(rx, 1, tc.max, 5*time.Second)
+			errs <- err
+		}()
+		n, err := tx.WriteTo(payload(make([]byte, tc.max), 0), group)
+		require.NoError(t, err, "MaxMessage %d", tc.max)
+		require.Equal(t, tc.max, n)
+		require.Equal(t, uint64(tc.nfrag), tx.Stats().DatagramsSent, "MaxMessage %d: got %d datagrams sent, want %d", tc.max, tx.Stats().DatagramsSent, tc.nfrag)
+		require.NoError(t, <-errs, "MaxMessage %d", tc.max)
+	}
+}

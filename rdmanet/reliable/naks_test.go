@@ -94,3 +94,43 @@ func TestNAKTimerStopsWithNothingInsideTheWindow(t *testing.T) {
 	require.Zero(t, pending)
 	require.Equal(t, before.NAKsSent, r.Stats().NAKsSent, "a NAK for a gap past the window")
 }
+
+// A heartbeat whose window starts exactly at the receiver's gap says the
+// sender still holds what is missing: nothing is given up, the gap keeps
+// its NAK timer, and the repair fills it. (A skip at the window start
+// equal to contig moves nothing, and settle must not take it.)
+func TestWindowStartAtTheGapKeepsIt(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	from := rdmanet.Addr{QPN: 0x4267}
+	const session = 97
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	inject(r, dataDG(session, 2, 2, 0, 1, []byte("m2")), from) // seq 1 missing
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b), "message 0")
+	// next is at the gap now: the head is incomplete.
+	done := make(chan struct{})
+	go func() {
+		inject(r, heartbeatDG(session, 3, 3, 1, 1), from) // the window starts at seq 1
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat was not handled in 10 s, want at once")
+	}
+	r.rcv.mu.Lock()
+	p := peerOf(t, r, session)
+	contig, lost, state := p.contig, p.lost, p.nak.state
+	r.rcv.mu.Unlock()
+	require.Equal(t, uint64(1), contig, "got contig %d, want the gap at 1", contig)
+	require.Zero(t, lost, "got %d messages given up, want none", lost)
+	require.NotEqual(t, nakIdle, state, "the gap's NAK timer stopped")
+	inject(r, dataDG(session, 1, 1, 0, 1, []byte("m1")), from)
+	for i, want := range []string{"m1", "m2"} {
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err, "message %d", i+1)
+		require.Equal(t, want, string(b), "message %d", i+1)
+	}
+	require.Zero(t, r.Stats().LossesReported, "stats %+v", r.Stats())
+}

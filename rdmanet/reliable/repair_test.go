@@ -320,3 +320,34 @@ func TestRepairBurstIs256KiB(t *testing.T) {
 	require.True(t, s.repair.covers(256<<10, tx.now()))
 	require.False(t, s.repair.covers(256<<10+1, tx.now()), "past the burst")
 }
+
+// A unicast repair is taken to be on its way for two of the asking
+// receiver's round trips (the NAK's rtt; at least RepairLinger, at most
+// maxRTO): at a round trip of 3 ms, a NAK 1 or 4 ms after the repair is
+// held, one 7 ms after it is answered.
+func TestUnicastRepairLingersTwoRTTs(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{UnicastRepair: true, RepairLinger: time.Microsecond, RepairShare: -1})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr)
+	_, err := tx.WriteTo([]byte("m0"), group)
+	require.NoError(t, err)
+	const rtt = 3 * time.Millisecond // 2 rtt: 6 ms, under maxRTO
+	nak := make([]byte, headerLen+nakPayload)
+	putHeader(nak, &header{kind: kindNAK, session: 88, seq: 0})
+	putNAK(nak[headerLen:], tx.session, 1, uint32(rtt))
+	s := &tx.snd
+	for _, tc := range []struct {
+		age      time.Duration
+		repaired uint64
+	}{{time.Millisecond, 0}, {4 * time.Millisecond, 0}, {7 * time.Millisecond, 1}} {
+		s.mu.Lock()
+		s.repairT[s.wi.of(0)] = tx.now() - int64(tc.age) // repaired age ago
+		s.mu.Unlock()
+		before := tx.Stats()
+		inject(tx, nak, from)
+		st := tx.Stats()
+		require.Equal(t, before.NAKsReceived+1, st.NAKsReceived, "stats %+v", st)
+		require.Equal(t, tc.repaired, st.RepairsUnicast-before.RepairsUnicast, "a NAK %v after the repair: got %d repairs, want %d; stats %+v", tc.age, st.RepairsUnicast-before.RepairsUnicast, tc.repaired, st)
+		require.Equal(t, 1-tc.repaired, st.RepairsSuppressed-before.RepairsSuppressed, "a NAK %v after the repair: got %d held, want %d", tc.age, st.RepairsSuppressed-before.RepairsSuppressed, 1-tc.repaired)
+	}
+}

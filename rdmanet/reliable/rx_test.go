@@ -3,6 +3,8 @@ package reliable
 import (
 	"encoding/binary"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,4 +198,83 @@ func TestReadLeavesAtNow(t *testing.T) {
 	require.Equal(t, "m1", string(ms[0].Buffer[:ms[0].N]))
 	require.GreaterOrEqual(t, away(), t0, "ReadBatch")
 	require.LessOrEqual(t, away(), r.now())
+}
+
+// The receive loop takes up to 32 datagrams from the underlying conn a
+// poll (recvBatch), each in a batch buffer of its own: with 60
+// datagrams queued while the loop is held in the handling of one, a
+// later poll fills all 32 buffers and none past them.
+func TestReceiveLoopTakes32(t *testing.T) {
+	group := newGroup()
+	var (
+		rp    atomic.Pointer[Conn]
+		armed atomic.Bool
+		gate  = make(chan struct{})
+		mu    sync.Mutex
+		slots []int // the batch buffer of each data datagram handled
+	)
+	r := listenDrop(t, group, Config{}, func(b []byte) bool {
+		c := rp.Load()
+		if c == nil || !armed.Load() || b[0]&0xf != uint8(kindData) {
+			return false
+		}
+		slot := -1
+		for i := range c.rx.ms {
+			if &c.rx.ms[i].Buffer[:1][0] == &b[0] {
+				slot = i
+			}
+		}
+		mu.Lock()
+		first := len(slots) == 0
+		slots = append(slots, slot)
+		mu.Unlock()
+		if first {
+			<-gate // hold the loop: what follows queues in the conn
+		}
+		return false
+	})
+	rp.Store(r)
+	tx := listenT(t, group, Config{})
+	armed.Store(true)
+	const count = 60
+	msg := make([]byte, 64)
+	for i := range count {
+		_, err := tx.WriteTo(payload(msg, uint64(i)), group)
+		require.NoError(t, err)
+	}
+	close(gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(slots)
+		mu.Unlock()
+		if n >= count {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "got %d of %d datagrams handled in 10 s, want all", n, count)
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	top := -1
+	for i, s := range slots {
+		require.GreaterOrEqual(t, s, 0, "datagram %d: got no batch buffer of the loop's, want one", i)
+		top = max(top, s)
+	}
+	require.Equal(t, 31, top, "got %d buffers filled by a poll at most, want 32: %v", top+1, slots)
+}
+
+// An idle conn sleeps: with the receive loop holding the underlying conn
+// and nothing sent or received, its timer loop waits for its next
+// deadline rather than looking again at once, and the process spends a
+// small part of 300 ms on the CPU (under a fifth: an idle conn takes
+// about none, a loop that spins a whole core).
+func TestIdleConnSleeps(t *testing.T) {
+	c := listenT(t, newGroup(), Config{})
+	require.Equal(t, rxLoop, rxOwnerOf(c), "the receive loop holds the conn")
+	const wall = 300 * time.Millisecond
+	cpu0, t0 := processCPU(), time.Now()
+	time.Sleep(wall) // the interval measured, not a wait for an event
+	cpu, took := processCPU()-cpu0, time.Since(t0)
+	require.Less(t, cpu, took/5, "got %v of CPU in %v idle, want under a fifth", cpu, took)
 }

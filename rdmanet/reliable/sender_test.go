@@ -79,6 +79,17 @@ func TestRepairCredit(t *testing.T) {
 	none.spend(1000)
 	none.earn(1 << 20)
 	require.False(t, none.covers(1, 0), "share 0 earns nothing")
+
+	// The refill counts every nanosecond: at a burst of 10^9 bytes, one
+	// nanosecond idle refills one byte.
+	var fine repairCredit
+	fine.init(0.5, 1e9)
+	fine.spend(1e9)
+	require.False(t, fine.covers(1, 0), "spent")
+	require.True(t, fine.covers(1, 1), "got no byte refilled in a nanosecond, want 1")
+	fine.spend(1)
+	require.False(t, fine.covers(1, 1), "spent again at the same instant")
+	require.True(t, fine.covers(1, 2), "got no byte refilled in the next nanosecond, want 1")
 }
 
 // A conn that never sent has nothing to linger for: Close announces no

@@ -54,3 +54,69 @@ func TestStatusDueAtAQuarter(t *testing.T) {
 	p.contig, p.next = 10*rw, 10*rw
 	due("a FlowMax sender", false)
 }
+
+// The timer loop's sweep reports to a sender once its last report is
+// exactly statusEvery old, not a nanosecond later. The instants are ten
+// minutes ahead of the conn's clock, so the timer loop's own sweeps,
+// at the real time, leave the sender alone.
+func TestStatusEveryAtItsDue(t *testing.T) {
+	group := newGroup()
+	c := listenT(t, group, Config{SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	inject(c, dataDG(87, 0, 0, 0, 1, []byte("m0")), from)
+	r := &c.rcv
+	due := c.now() + int64(10*time.Minute)
+	r.mu.Lock()
+	p := r.peers[peerKey{addr: from, session: 87}]
+	require.NotNil(t, p)
+	if p.statusOwed { // the first report, owed at once: taken as sent
+		p.statusOwed = false
+		r.owed--
+	}
+	every := r.statusEvery(p)
+	p.statusAt = due - every
+	r.mu.Unlock()
+
+	sent := func() uint64 { return c.stats.statusSent.Load() }
+	for _, at := range []struct {
+		now  int64
+		want uint64
+	}{{due - 1, 0}, {due, 1}} {
+		before := sent()
+		r.mu.Lock()
+		r.lastTick = at.now - r.sweepGap // a sweep at at.now
+		r.mu.Unlock()
+		r.tick(at.now)
+		require.Equal(t, at.want, sent()-before, "statuses sent %d ns after the last report, got %d, want %d", at.now-(due-every), sent()-before, at.want)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Equal(t, due, p.statusAt, "got the last report at %d, want %d", p.statusAt, due)
+}
+
+// How often a receiver reports to a sender unasked (statusEvery): to a
+// FlowMin sender a quarter of ReceiverTimeout; to a FlowMax one a whole
+// ReceiverTimeout while the conn's own heartbeats come at least twice
+// in it (HeartbeatMax at most half of it), else a quarter; never more
+// often than StatusInterval.
+func TestStatusEvery(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		flowMin bool
+		want    time.Duration
+	}{
+		{"FlowMin", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms}, true, 100 * ms},
+		{"FlowMax, HeartbeatMax a quarter", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms}, false, 400 * ms},
+		{"FlowMax, HeartbeatMax exactly half", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 200 * ms}, false, 400 * ms},
+		{"FlowMax, HeartbeatMax past half", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 200*ms + time.Microsecond}, false, 100 * ms},
+		{"FlowMin, StatusInterval over a quarter", Config{ReceiverTimeout: 400 * ms, HeartbeatMax: 100 * ms, StatusInterval: 150 * ms}, true, 150 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := listenT(t, newGroup(), tc.cfg)
+			got := time.Duration(c.rcv.statusEvery(&peer{flowMin: tc.flowMin}))
+			require.Equal(t, tc.want, got, "got a report every %v, want %v", got, tc.want)
+		})
+	}
+}

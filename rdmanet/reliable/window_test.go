@@ -195,3 +195,33 @@ func TestWriteAfterStopSendsNothing(t *testing.T) {
 	require.Zero(t, n)
 	require.Zero(t, tx.Stats().MessagesSent)
 }
+
+// Each post marks the slots it sent with the conn's count of sends
+// posted then (sent), for reuse and repairs to wait on: a write's slots
+// get a mark past what was posted before it, and a repair of one a later
+// mark.
+func TestPostsMarkTheirSlots(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxMessage: 8 << 10, Window: 64})
+	s := &tx.snd
+	mark := func(seq uint64) uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.posted[s.wi.of(seq)]
+	}
+	base := tx.conn.SendsPosted()
+	k, err := tx.WriteBatch(batchT(3, 10))
+	require.NoError(t, err)
+	require.Equal(t, 3, k)
+	after := tx.conn.SendsPosted()
+	for seq := range uint64(3) {
+		m := mark(seq)
+		require.True(t, m >= base+3 && m <= after, "seq %d: got mark %d, want in [%d, %d]", seq, m, base+3, after)
+	}
+	first := mark(0)
+	before := tx.Stats().RepairsMulticast
+	inject(tx, nakDG(89, tx.session, 0, 1), rdmanet.Addr{QPN: 0x4268})
+	require.Equal(t, before+1, tx.Stats().RepairsMulticast, "stats %+v", tx.Stats())
+	m := mark(0)
+	require.True(t, m > first && m <= tx.conn.SendsPosted(), "the repaired slot: got mark %d, want past %d, at most %d", m, first, tx.conn.SendsPosted())
+}

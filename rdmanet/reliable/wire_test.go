@@ -125,3 +125,32 @@ func TestHeaderAccessors(t *testing.T) {
 	h.tx = 0xfffe
 	require.Equal(t, h, got)
 }
+
+// The control datagrams' payloads are the sizes doc.go's wire format
+// gives, in bytes: a heartbeat 16 (low seq, low msg), a NAK 12 (session,
+// count, rtt; padding after it allowed), a status 12 (session, limit), a
+// lost notice none. One byte short is refused, and one byte over but for
+// the NAK's padding.
+func TestControlPayloadSizes(t *testing.T) {
+	for _, tc := range []struct {
+		k      kind
+		size   int
+		padded bool
+	}{{kindHeartbeat, 16, false}, {kindNAK, 12, true}, {kindStatus, 12, false}, {kindLost, 0, false}} {
+		for _, n := range []int{tc.size - 1, tc.size, tc.size + 1} {
+			if n < 0 {
+				continue
+			}
+			b := make([]byte, headerLen+n)
+			putHeader(b, &header{kind: tc.k, session: 1, seq: 4})
+			var h header
+			p, err := decode(b, &h)
+			if n == tc.size || n > tc.size && tc.padded {
+				require.NoError(t, err, "kind %d, payload %d bytes", tc.k, n)
+				require.Len(t, p, tc.size, "kind %d, payload %d bytes: got %d bytes, want %d", tc.k, n, len(p), tc.size)
+			} else {
+				require.ErrorIs(t, err, errPayload, "kind %d, payload %d bytes: got %v, want errPayload", tc.k, n, err)
+			}
+		}
+	}
+}
