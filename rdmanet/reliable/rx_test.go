@@ -2,7 +2,9 @@ package reliable
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,13 +270,24 @@ func TestReceiveLoopTakes32(t *testing.T) {
 // and nothing sent or received, its timer loop waits for its next
 // deadline rather than looking again at once, and the process spends a
 // small part of 300 ms on the CPU (under a fifth: an idle conn takes
-// about none, a loop that spins a whole core).
+// about none, a loop that spins a whole core). A garbage collection or
+// another test's goroutine finishing may take a share of one interval;
+// a spinning loop takes it in every one, so the test looks up to three
+// times and fails only when the process was busy in all three.
 func TestIdleConnSleeps(t *testing.T) {
 	c := listenT(t, newGroup(), Config{})
 	require.Equal(t, rxLoop, rxOwnerOf(c), "the receive loop holds the conn")
 	const wall = 300 * time.Millisecond
-	cpu0, t0 := processCPU(), time.Now()
-	time.Sleep(wall) // the interval measured, not a wait for an event
-	cpu, took := processCPU()-cpu0, time.Since(t0)
-	require.Less(t, cpu, took/5, "got %v of CPU in %v idle, want under a fifth", cpu, took)
+	runtime.GC() // what the tests before left, collected before measuring
+	var got []string
+	for range 3 {
+		cpu0, t0 := processCPU(), time.Now()
+		time.Sleep(wall) // the interval measured, not a wait for an event
+		cpu, took := processCPU()-cpu0, time.Since(t0)
+		if cpu < took/5 {
+			return
+		}
+		got = append(got, fmt.Sprintf("%v of CPU in %v", cpu, took))
+	}
+	t.Fatalf("got %v idle, want under a fifth of the time in one look at least", got)
 }
