@@ -9,6 +9,7 @@ package rdmanet
 import (
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
@@ -75,6 +76,15 @@ func SpansLeftAfter(bases, sizes []uintptr, nb, ns uintptr) [][2]uintptr {
 		out = append(out, [2]uintptr{sp.base, sp.size})
 	}
 	return out
+}
+
+// WriteFromAfterFreed is what a write of b finds when the SendBuffer
+// freed last spanned the freedSize bytes at mem's start: bufferOf's
+// error (ErrSendBufferFreed, or nil for memory of no SendBuffer).
+func WriteFromAfterFreed(mem []byte, freedSize uintptr, b []byte) error {
+	s := sendState{freedSpans: []span{{uintptr(unsafe.Pointer(unsafe.SliceData(mem))), freedSize}}}
+	_, _, err := s.bufferOf(b)
+	return err
 }
 
 // Unread is what rdmanet/reliable asks of c: whether received datagrams

@@ -4,12 +4,14 @@ package rdmanet_test
 
 import (
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
@@ -80,4 +82,104 @@ func partialPost(t *testing.T) (*rdmanet.Conn, *net.UDPAddr, rdmanet.Addr, *rdma
 	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
 	require.Equal(t, 1, n, "sends posted of the partial batch")
 	return tx, g, ga, sb
+}
+
+// signalRecorder is a FaultBackend's PostSend hook that records whether
+// each send posted is signaled, by WRID, and posts only the first of
+// the next batch whose refusal is asked for, failing the rest with
+// ENOBUFS (the first is taken, as a kernel that took part of a batch
+// would, but not handed to the provider: nothing waits for it).
+type signalRecorder struct {
+	mu       sync.Mutex
+	signaled map[uint64]bool
+	partial  bool
+}
+
+func (r *signalRecorder) post(wrs []verbs.SendWR) (bool, int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	posted := wrs
+	if r.partial && len(wrs) > 1 {
+		posted = wrs[:1]
+	}
+	for _, wr := range posted {
+		r.signaled[wr.WRID] = wr.Flags&verbs.SendSignaled != 0
+	}
+	if len(posted) < len(wrs) {
+		r.partial = false
+		return true, 1, syscall.ENOBUFS
+	}
+	return false, 0, nil
+}
+
+func (r *signalRecorder) refuseNextBatch() {
+	r.mu.Lock()
+	r.partial = true
+	r.mu.Unlock()
+}
+
+func (r *signalRecorder) wasSignaled(t *testing.T, wrid uint64) bool {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.signaled[wrid]
+	require.True(t, ok, "send %d posted", wrid)
+	return s
+}
+
+// signalListen listens on a FaultBackend recording the sends' signals,
+// SendDepth 64 (every 16th send, 15, 31, ..., signaled).
+func signalListen(t *testing.T) (*rdmanet.Conn, *net.UDPAddr, rdmanet.Addr, *signalRecorder) {
+	t.Helper()
+	softOnly(t)
+	r := &signalRecorder{signaled: map[uint64]bool{}}
+	f := rdmanet.Faults{PostSend: r.post}
+	g := newGroup()
+	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f); lc.SendDepth = 64 })
+	ga, err := c.GroupAddr(g)
+	require.NoError(t, err)
+	return c, g, ga, r
+}
+
+// A batch of plain memory posted part way leaves no SendBuffer send
+// unsignaled: nothing waits for its completions (SendsDone counts them
+// at once), so the next write is signaled only in its turn, not out of
+// it (each signal is a completion the conn must poll).
+func TestPartialPostOfPlainMemorySignalsNothingMore(t *testing.T) {
+	t.Parallel()
+	c, g, ga, r := signalListen(t)
+	r.refuseNextBatch()
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: []byte("a"), Addr: ga}, {Buffer: []byte("b"), Addr: ga}})
+	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+	require.Equal(t, 1, n, "sends posted of the partial batch")
+	require.False(t, r.wasSignaled(t, 0), "send 0, posted part way, got signaled, want unsignaled")
+
+	_, err = c.WriteTo([]byte("c"), g)
+	require.NoError(t, err)
+	require.False(t, r.wasSignaled(t, 1), "send 1 after a partial post of plain memory: got signaled, want unsignaled")
+	require.Equal(t, c.SendsPosted(), c.SendsDone(), "plain sends are done once posted")
+}
+
+// A batch posted part way whose last posted send is signaled in its turn
+// (send 15 of a ring signaling every 16th) leaves nothing unsignaled,
+// SendBuffer send though it is: the next write is not signaled again.
+func TestPartialPostEndingSignaledSignalsNothingMore(t *testing.T) {
+	t.Parallel()
+	c, g, ga, r := signalListen(t)
+	for i := range 15 {
+		_, err := c.WriteTo([]byte{byte(i)}, g)
+		require.NoError(t, err)
+	}
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	buf := sb.Bytes()
+	r.refuseNextBatch()
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
+	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+	require.Equal(t, 1, n, "sends posted of the partial batch")
+	require.True(t, r.wasSignaled(t, 15), "send 15, signaled in its turn: got unsignaled, want signaled")
+
+	_, err = c.WriteTo([]byte("next"), g)
+	require.NoError(t, err)
+	require.False(t, r.wasSignaled(t, 16), "send 16 after a partial post ending signaled: got signaled, want unsignaled")
 }

@@ -22,3 +22,15 @@ func TestNewBufferDropsOnlyOverlappingSpans(t *testing.T) {
 	require.Equal(t, [][2]uintptr{{0x1000, 0x1000}, {0x6000, 0x1000}}, got,
 		"the spans ending at 0x2000 and starting at 0x6000 only touch [0x2000,0x6000)")
 }
+
+// A freed SendBuffer's span covers its bytes and no more: memory that
+// begins where it ended (another mapping's) is written as any memory,
+// while memory at its last byte is refused.
+func TestFreedSpanEndsAtItsLastByte(t *testing.T) {
+	mem := make([]byte, 0x2000)
+	const freed = 0x1000 // the freed buffer was mem[:0x1000]
+	err := rdmanet.WriteFromAfterFreed(mem, freed, mem[freed:freed+16])
+	require.NoError(t, err, "memory starting at a freed span's end: got %v, want no error", err)
+	err = rdmanet.WriteFromAfterFreed(mem, freed, mem[freed-1:freed+15])
+	require.ErrorIs(t, err, rdmanet.ErrSendBufferFreed, "memory at a freed span's last byte")
+}
