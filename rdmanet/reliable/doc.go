@@ -176,12 +176,13 @@
 // software backend in one process on two cores, 1% nftables loss, 1 to
 // 64 receivers (TestFeedbackScale, the table and its command in
 // docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.4 /
-// 1.2-1.4 / 1.3-1.6 at 1 / 4 / 16 / 64 receivers, repairs 1.00-1.03,
-// and the time from loss to repair 3-5 round trips at 4 and 64 alike.
-// In milliseconds it grows with the group there (0.2 ms at 4, 3-5 ms at
-// 64 at 1,000 messages a second): every multicast wakes all 64 readers
-// on the same two cores, so the round trip itself grows 12-20x, as it
-// would not with one receiver a host.
+// 1.2-1.5 / 1.2-1.6 at 1 / 4 / 16 / 64 receivers, repairs 1.00-1.03,
+// and the time from loss to repair, at 1,000 messages a second, about
+// 3 round trips at 4 receivers and 6-7 at 64 (the back-off's bound grows
+// with ln N). In milliseconds it grows more there (0.3 ms at 4, 4.4-4.8
+// ms at 64): every multicast wakes all 64 readers on the same two cores,
+// so the round trip itself grows 7-8x, as it would not with one receiver
+// a host.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
