@@ -15,21 +15,7 @@ import (
 // then checks that sendto blocks in waitWritable until the peer reads, and
 // sends then.
 func TestSendtoWaitsForRoom(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	msg := make([]byte, 1024)
-	n := 0
-	for ; ; n++ {
-		if _, err := unix.Write(fds[0], msg); err == unix.EAGAIN {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
+	fds, n := fullSocketpair(t)
 	done := make(chan error, 1)
 	go func() { done <- sendto(fds[0], []byte("last"), nil) }() // no address: the pair is connected
 	select {
@@ -75,19 +61,7 @@ func TestParseCmsgsOneByteTOS(t *testing.T) {
 // TestSendmmsgWaitsForRoom is TestSendtoWaitsForRoom for sendmmsg: with
 // the buffer full it waits in waitWritable, then sends.
 func TestSendmmsgWaitsForRoom(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
-	require.NoError(t, err)
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	msg := make([]byte, 1024)
-	n := 0
-	for ; ; n++ {
-		if _, err := unix.Write(fds[0], msg); err == unix.EAGAIN {
-			break
-		} else {
-			require.NoError(t, err)
-		}
-	}
+	fds, n := fullSocketpair(t)
 	last := []byte("last")
 	var iov unix.Iovec
 	setIov(&iov, last)
@@ -168,4 +142,23 @@ func TestParseCmsgsEmptyTOS(t *testing.T) {
 	require.NotPanics(t, func() { parseCmsgs(b, &m) }, "parseCmsgs read an empty IP_TOS")
 	require.Equal(t, uint8(0), m.tos, "got tos %#x, want 0", m.tos)
 	require.Equal(t, uint8(9), m.ttl, "got ttl %d, want 9", m.ttl)
+}
+
+// fullSocketpair returns a connected non-blocking datagram socket pair
+// whose first end has filled the second's receive buffer with n
+// datagrams of 1 KiB (the next write would be EAGAIN); the test's end
+// closes both.
+func fullSocketpair(t *testing.T) (fds [2]int, n int) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	msg := make([]byte, 1024)
+	for ; ; n++ {
+		_, err := unix.Write(fds[0], msg)
+		if err == unix.EAGAIN {
+			return fds, n
+		}
+		require.NoError(t, err)
+	}
 }
