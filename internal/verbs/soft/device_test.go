@@ -62,6 +62,11 @@ func TestNodeGUIDOfMACWithOneByteSet(t *testing.T) {
 // A netdev that is up with no IPv4 address is no device, and the error
 // says so (not that some address is not on it).
 func TestBindNetdevWithoutIPv4(t *testing.T) {
+	if testenv.Device() != "" {
+		// In the Soft-RoCE VM `ip link add dn0 type veth peer name dn1`
+		// leaves no dn1 (SIOCGIFFLAGS: No such device); the host runs it.
+		t.Skip("the VM's ip makes no named veth peer; run on the host")
+	}
 	if !testenv.InOwnNetns(t, "ip link add dn0 type veth peer name dn1", "ip link set dn1 up", "ip link set dn0 up") {
 		return
 	}
