@@ -19,12 +19,7 @@ func TestSendCQUnread(t *testing.T) {
 	e := newEndpoint(t, verbs.QPConfig{})
 	_, ah := e.join("239.202.9.7", true)
 	cq := e.qp.SendCQ()
-	check := func(want bool, what string) {
-		t.Helper()
-		pending, known := cq.Unread()
-		require.True(t, known, what)
-		require.Equal(t, want, pending, what)
-	}
+	check := func(want bool, what string) { t.Helper(); requireUnread(t, cq, want, what) }
 	check(false, "nothing sent")
 	wr := verbs.SendWR{WRID: 1, SGE: e.sendSGE(0, 64), AH: ah, RemoteQPN: verbs.MulticastQPN,
 		RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled}
@@ -56,12 +51,7 @@ func TestRecvCQUnread(t *testing.T) {
 	require.NoError(t, err)
 	a.postRecvs(0, nBufs)
 	cq := a.qp.RecvCQ()
-	check := func(want bool, what string) {
-		t.Helper()
-		pending, known := cq.Unread()
-		require.True(t, known, what)
-		require.Equal(t, want, pending, what)
-	}
+	check := func(want bool, what string) { t.Helper(); requireUnread(t, cq, want, what) }
 	// waitUnread waits for a datagram sent to reach a's socket (loopback
 	// delivers it from a softirq that may run after the send returns).
 	waitUnread := func(what string) {
@@ -133,4 +123,12 @@ func TestRecvCQUnreadDoesNotWait(t *testing.T) {
 		require.False(t, pending, "nothing sent")
 	}
 	require.Less(t, time.Since(start), asks*time.Millisecond, "%d Unreads of an empty CQ", asks)
+}
+
+// requireUnread checks that cq's Unread knows, and says want.
+func requireUnread(t *testing.T, cq verbs.CQ, want bool, what string) {
+	t.Helper()
+	pending, known := cq.Unread()
+	require.True(t, known, what)
+	require.Equal(t, want, pending, what)
 }
