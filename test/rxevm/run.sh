@@ -188,11 +188,13 @@ main() {
   echo
   log "---- results (full VM log: $vmlog)"
   # Markers, and Go's benchmark result lines (name, N, ns/op, ...).
-  grep -a -E 'RXEVM-(PASS|FAIL|BENCH |ROUND|SUMMARY|SETUP-FAIL|STUCK|TABLE)|\] (a )?Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
+  grep -a -E 'RXEVM-(PASS|FAIL |BENCH |ROUND|SUMMARY|SETUP-FAIL|STUCK|TABLE)|\] (a )?Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "$vmlog" |
     sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   if [[ $RXEVM_HOSTS == 2 ]]; then
     grep -a -E 'RXEVM-(SETUP-FAIL|PEER-DONE)' "${vmlog%/*}/vm-b.log" | sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   fi
+  # Each failed test and its messages, last, where a log's tail shows them.
+  grep -a 'RXEVM-FAILTEST' "$vmlog" | sed 's/^\[[ 0-9.]*s\] /  /' >&2 || true
   boot_s=$(marker_time "$vmlog" RXEVM-READY)
   log "times: kernel ${kernel_s}s, build ${build_s}s, boot to first test ${boot_s:-?}s, VM ${vm_s}s, total $(since "$t0")s"
 
