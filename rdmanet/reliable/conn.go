@@ -50,6 +50,7 @@ type Conn struct {
 	closeErr   error
 	kick       chan struct{} // wakes the timer loop
 	wake       wakeTimer     // the timer loop's fine sleeps: timer_linux.go
+	looks      atomic.Uint64 // the timer loop's passes (tests: an idle loop sleeps)
 	wg         sync.WaitGroup
 	dropHook   func(b []byte) bool                         // tests: drop a received datagram when true
 	inputHook  func() bool                                 // tests: stands for the underlying conn's unread check
@@ -494,6 +495,7 @@ func (c *Conn) timerLoop() {
 			return
 		default: // a select with a default never parks
 		}
+		c.looks.Add(1)
 		now := c.now()
 		next := c.rcv.tick(now)
 		if n := c.snd.tick(now); n < next {
