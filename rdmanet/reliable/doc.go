@@ -175,14 +175,17 @@
 // on a fabric slower than 400 µs, set InitialRTT to its round trip.) Measured on the
 // software backend in one process on two cores, 1% nftables loss, 1 to
 // 64 receivers (TestFeedbackScale, the table and its command in
-// docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.4 /
-// 1.2-1.5 / 1.2-1.6 at 1 / 4 / 16 / 64 receivers, repairs 1.00-1.03,
-// and the time from loss to repair, at 1,000 messages a second, about
-// 3 round trips at 4 receivers and 6-7 at 64 (the back-off's bound grows
-// with ln N). In milliseconds it grows more there (0.3 ms at 4, 4.4-4.8
-// ms at 64): every multicast wakes all 64 readers on the same two cores,
-// so the round trip itself grows 7-8x, as it would not with one receiver
-// a host.
+// docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.5 /
+// 1.2-1.5 / 1.2-1.7 at 1 / 4 / 16 / 64 receivers on a quiet machine,
+// repairs 1.00-1.03, and the time from loss to repair, at 1,000
+// messages a second, about 3 round trips at 4 receivers and 5-7 at 64
+// (the back-off's bound grows with ln N). In milliseconds it grows more
+// there (0.3-0.4 ms at 4, 4.4-6.0 ms at 64): every multicast wakes all
+// 64 readers on the same two cores, so the round trip itself grows
+// 7-10x, as it would not with one receiver a host. With the two cores
+// overloaded by other work, 64 receivers sent 1.9-4.2 NAKs a loss: a
+// starved process finds its timers due in bursts, before it has read
+// the repair that would have cancelled them.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
