@@ -332,7 +332,10 @@ func TestLoopbackOff(t *testing.T) {
 // area (40 bytes), from which the filter reads the sender's and the
 // destination's GIDs. The reads meanwhile return only the peer's
 // datagrams. The own one's place among them is not the test's to choose,
-// so the peer sends until a read has passed the own one (counted).
+// so the peer sends until a read has passed the own one (counted). The
+// reads run on a goroutine of their own: a panic in one ends the test
+// binary at once, where on the test's goroutine it would leave the
+// conn's read lock held and the cleanup's Close waiting for it.
 func TestLoopbackOffFiltersEmptyDatagram(t *testing.T) {
 	t.Parallel()
 	g := newGroup()
@@ -348,9 +351,20 @@ func TestLoopbackOffFiltersEmptyDatagram(t *testing.T) {
 		want := fmt.Sprint("peer ", i)
 		_, err := peer.WriteTo([]byte(want), g)
 		require.NoError(t, err)
-		b, from := mustRead(t, self)
-		require.Equal(t, want, string(b), "a read with loopback off")
-		require.Equal(t, peer.LocalAddr().(*rdmanet.Addr).QPN, from.QPN)
+		type got struct {
+			b    []byte
+			from *rdmanet.Addr
+			err  error
+		}
+		done := make(chan got, 1)
+		go func() {
+			b, from, err := read(t, self, 5*time.Second)
+			done <- got{b, from, err}
+		}()
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, want, string(r.b), "a read with loopback off")
+		require.Equal(t, peer.LocalAddr().(*rdmanet.Addr).QPN, r.from.QPN)
 	}
 	require.Equal(t, uint64(1), self.Stats().Loopback, "Stats().Loopback after one own datagram filtered")
 }
