@@ -369,6 +369,42 @@ func TestLoopbackOffFiltersEmptyDatagram(t *testing.T) {
 	require.Equal(t, uint64(1), self.Stats().Loopback, "Stats().Loopback after one own datagram filtered")
 }
 
+// A conn joined to two groups that writes to each in turn sends every
+// datagram to the group it names (the write path keeps the last group
+// it looked up): each group's member gets its own group's datagrams, in
+// order, and none of the other's.
+func TestWritesAlternatingGroups(t *testing.T) {
+	t.Parallel()
+	g1, g2 := newGroup(), newGroup()
+	tx := listen(t, g1)
+	require.NoError(t, tx.JoinGroup(nil, g2))
+	rx1, rx2 := listen(t, g1), listen(t, g2)
+	const rounds = 4
+	for i := range rounds {
+		for _, g := range []*net.UDPAddr{g1, g2} {
+			_, err := tx.WriteTo([]byte(fmt.Sprint(g.IP, " ", i)), g)
+			require.NoError(t, err)
+		}
+	}
+	// A last datagram to each: what a member reads before it is all it
+	// got.
+	for _, g := range []*net.UDPAddr{g1, g2} {
+		_, err := tx.WriteTo([]byte(fmt.Sprint(g.IP, " end")), g)
+		require.NoError(t, err)
+	}
+	for _, m := range []struct {
+		rx *rdmanet.Conn
+		g  *net.UDPAddr
+	}{{rx1, g1}, {rx2, g2}} {
+		for i := range rounds {
+			b, _ := mustRead(t, m.rx)
+			require.Equal(t, fmt.Sprint(m.g.IP, " ", i), string(b), "member of %v, datagram %d", m.g.IP, i)
+		}
+		b, _ := mustRead(t, m.rx)
+		require.Equal(t, fmt.Sprint(m.g.IP, " end"), string(b), "member of %v, the last datagram", m.g.IP)
+	}
+}
+
 func TestOversizedWriteFails(t *testing.T) {
 	t.Parallel()
 	g := newGroup()
