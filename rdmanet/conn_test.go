@@ -327,6 +327,84 @@ func TestLoopbackOff(t *testing.T) {
 	}
 }
 
+// An own datagram of no payload, with loopback turned off, is filtered
+// and counted as the others are: its receive buffer holds only the GRH
+// area (40 bytes), from which the filter reads the sender's and the
+// destination's GIDs. The reads meanwhile return only the peer's
+// datagrams. The own one's place among them is not the test's to choose,
+// so the peer sends until a read has passed the own one (counted). The
+// reads run on a goroutine of their own: a panic in one ends the test
+// binary at once, where on the test's goroutine it would leave the
+// conn's read lock held and the cleanup's Close waiting for it.
+func TestLoopbackOffFiltersEmptyDatagram(t *testing.T) {
+	t.Parallel()
+	g := newGroup()
+	self := listen(t, g)
+	peer := listen(t, g)
+	require.NoError(t, self.SetMulticastLoopback(false))
+	_, err := self.WriteTo(nil, g)
+	require.NoError(t, err)
+	b, _ := mustRead(t, peer)
+	require.Empty(t, b, "the peer gets the empty datagram")
+	for i := 0; self.Stats().Loopback == 0; i++ {
+		require.Less(t, i, 100, "own empty datagram not filtered after %d of the peer's", i)
+		want := fmt.Sprint("peer ", i)
+		_, err := peer.WriteTo([]byte(want), g)
+		require.NoError(t, err)
+		type got struct {
+			b    []byte
+			from *rdmanet.Addr
+			err  error
+		}
+		done := make(chan got, 1)
+		go func() {
+			b, from, err := read(t, self, 5*time.Second)
+			done <- got{b, from, err}
+		}()
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, want, string(r.b), "a read with loopback off")
+		require.Equal(t, peer.LocalAddr().(*rdmanet.Addr).QPN, r.from.QPN)
+	}
+	require.Equal(t, uint64(1), self.Stats().Loopback, "Stats().Loopback after one own datagram filtered")
+}
+
+// A conn joined to two groups that writes to each in turn sends every
+// datagram to the group it names (the write path keeps the last group
+// it looked up): each group's member gets its own group's datagrams, in
+// order, and none of the other's.
+func TestWritesAlternatingGroups(t *testing.T) {
+	t.Parallel()
+	g1, g2 := newGroup(), newGroup()
+	tx := listen(t, g1)
+	require.NoError(t, tx.JoinGroup(nil, g2))
+	rx1, rx2 := listen(t, g1), listen(t, g2)
+	const rounds = 4
+	for i := range rounds {
+		for _, g := range []*net.UDPAddr{g1, g2} {
+			_, err := tx.WriteTo([]byte(fmt.Sprint(g.IP, " ", i)), g)
+			require.NoError(t, err)
+		}
+	}
+	// A last datagram to each: what a member reads before it is all it
+	// got.
+	for _, g := range []*net.UDPAddr{g1, g2} {
+		_, err := tx.WriteTo([]byte(fmt.Sprint(g.IP, " end")), g)
+		require.NoError(t, err)
+	}
+	for _, m := range []struct {
+		rx *rdmanet.Conn
+		g  *net.UDPAddr
+	}{{rx1, g1}, {rx2, g2}} {
+		for i := range rounds {
+			b, _ := mustRead(t, m.rx)
+			require.Equal(t, fmt.Sprint(m.g.IP, " ", i), string(b), "member of %v, datagram %d", m.g.IP, i)
+		}
+		b, _ := mustRead(t, m.rx)
+		require.Equal(t, fmt.Sprint(m.g.IP, " end"), string(b), "member of %v, the last datagram", m.g.IP)
+	}
+}
+
 func TestOversizedWriteFails(t *testing.T) {
 	t.Parallel()
 	g := newGroup()

@@ -4,6 +4,7 @@ package rdmanet_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -126,6 +127,36 @@ func TestCreateQPFailureExplained(t *testing.T) {
 	err = listenFails(t, rdmanet.ListenConfig{Backend: backend, MaxInline: 512}, nil)
 	require.NotContains(t, err.Error(), "MaxInline")
 	require.ErrorIs(t, err, errFault)
+}
+
+// A depth at the device's max_qp_wr is within its limit: a CreateQP
+// that fails with RecvDepth or SendDepth exactly at it is not blamed on
+// the depth, and its error is CreateQP's as it is.
+func TestCreateQPFailureAtTheLimitNotExplained(t *testing.T) {
+	softOnly(t)
+	t.Parallel()
+	backend := faults(t, &rdmanet.Faults{CreateQP: func() error { return errFault }})
+	devs, err := rdmanet.Devices()
+	require.NoError(t, err)
+	limit := 0
+	for _, d := range devs {
+		if d.Name == "sw-lo" {
+			limit = d.MaxQPWR
+		}
+	}
+	require.Positive(t, limit, "sw-lo's MaxQPWR")
+	for _, lc := range []rdmanet.ListenConfig{
+		{Backend: backend, RecvDepth: limit},
+		{Backend: backend, SendDepth: limit},
+		{Backend: backend, RecvDepth: limit, SendDepth: limit},
+	} {
+		err := listenFails(t, lc, nil)
+		require.ErrorIs(t, err, errFault, "RecvDepth %d, SendDepth %d", lc.RecvDepth, lc.SendDepth)
+		require.NotContains(t, err.Error(), "over the device's limit", "RecvDepth %d, SendDepth %d", lc.RecvDepth, lc.SendDepth)
+	}
+	// One over is named, so the limit read above is the one checked.
+	err = listenFails(t, rdmanet.ListenConfig{Backend: backend, SendDepth: limit + 1}, nil)
+	require.ErrorContains(t, err, fmt.Sprintf("rdmanet: ListenConfig.SendDepth %d is over the device's limit %d (max_qp_wr of sw-lo)", limit+1, limit))
 }
 
 // Where the devices cannot be listed, a failed CreateQP is returned as

@@ -4,6 +4,7 @@ package rdmanet_test
 
 import (
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -182,4 +183,36 @@ func TestPartialPostEndingSignaledSignalsNothingMore(t *testing.T) {
 	_, err = c.WriteTo([]byte("next"), g)
 	require.NoError(t, err)
 	require.False(t, r.wasSignaled(t, 16), "send 16 after a partial post ending signaled: got signaled, want unsignaled")
+}
+
+// WaitSends refuses only what no signaled send covers: after send 15
+// (signaled in its turn) and send 16 (a SendBuffer's, unsignaled), each
+// posted by a batch that failed part way and neither completed yet,
+// waiting for 17 sends fails at once as not signaled, while waiting for
+// 16 waits for send 15's completion (here, to the past write deadline).
+func TestWaitSendsUpToTheLastSignaledSendWaits(t *testing.T) {
+	t.Parallel()
+	c, g, ga, r := signalListen(t)
+	for i := range 15 {
+		_, err := c.WriteTo([]byte{byte(i)}, g)
+		require.NoError(t, err)
+	}
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	buf := sb.Bytes()
+	for _, wrid := range []uint64{15, 16} {
+		r.refuseNextBatch()
+		n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
+		require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+		require.Equal(t, 1, n, "sends posted of the partial batch")
+		require.Equal(t, wrid == 15, r.wasSignaled(t, wrid), "send %d signaled", wrid)
+	}
+	require.Equal(t, uint64(17), c.SendsPosted())
+
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(-time.Second)))
+	err = c.WaitSends(16)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "WaitSends(16), send 15 signaled and not completed")
+	require.NotContains(t, err.Error(), "not signaled")
+	err = c.WaitSends(17)
+	require.ErrorContains(t, err, "the sends waited for are not signaled yet", "WaitSends(17), send 16 unsignaled")
 }

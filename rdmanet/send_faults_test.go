@@ -243,3 +243,46 @@ func TestWriteBatchDeadlineWaitingForSlots(t *testing.T) {
 	require.Equal(t, 4, n, "the ring's four slots")
 	require.Equal(t, uint64(4), c.Stats().Sent)
 }
+
+// SendsDone counts a SendBuffer send done only once a completion for it
+// (its own, or a later send's: the send queue completes in order) has
+// been polled. Here the first send completes and the second never does
+// (the FaultBackend's PostSend takes it and posts nothing): SendsDone is
+// 1 and stays 1, so the second send's bytes are not the program's again.
+func TestSendsDoneStopsAtTheLastCompletion(t *testing.T) {
+	softOnly(t)
+	t.Parallel()
+	var swallow atomic.Bool
+	f := rdmanet.Faults{PostSend: func(wrs []verbs.SendWR) (bool, int, error) {
+		if swallow.Load() {
+			return true, len(wrs), nil // "posted", never to complete
+		}
+		return false, 0, nil
+	}}
+	g := newGroup()
+	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f) })
+	sb, err := c.NewSendBuffer(c.MTU()) // freed by Close
+	require.NoError(t, err)
+	b := sb.Bytes()
+	copy(b, "first")
+	_, err = c.WriteTo(b[:5], g)
+	require.NoError(t, err)
+	require.NoError(t, c.WaitSends(1))
+	got, _ := mustRead(t, c)
+	require.Equal(t, "first", string(got))
+
+	swallow.Store(true)
+	copy(b[8:], "second")
+	_, err = c.WriteTo(b[8:14], g)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), c.SendsPosted())
+	for range 3 {
+		require.Equal(t, uint64(1), c.SendsDone(), "SendsDone with the second send not completed")
+	}
+	// Free waits for it too: with the write deadline past, it fails and
+	// leaves the buffer mapped.
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(-time.Second)))
+	err = sb.Free()
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "Free of a buffer whose send has not completed")
+	require.Equal(t, "second", string(b[8:14]))
+}
