@@ -171,6 +171,46 @@ func TestHeartbeatAtItsDue(t *testing.T) {
 	require.Equal(t, int64(time.Minute), got, "HeartbeatMax")
 }
 
+// While a write waits for its receivers (waitHeartbeats), the heartbeats
+// back off from HeartbeatInterval to 4 StatusIntervals, not to
+// HeartbeatMax. Ticks at each due, with the sender's last send an hour
+// ahead of the clock, keep the timer loop's own ticks out of the test.
+func TestWaitingHeartbeatsCapAtFourStatusIntervals(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{HeartbeatInterval: time.Second, StatusInterval: time.Second, HeartbeatMax: time.Minute})
+	s := &tx.snd
+	every := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.hbEvery
+	}
+	tickDue := func() {
+		s.mu.Lock()
+		due := s.lastSend + s.hbEvery
+		s.mu.Unlock()
+		s.tick(due)
+	}
+	before := tx.Stats().Heartbeats
+	s.tick(tx.now() + int64(time.Hour)) // lastSend an hour ahead of the clock from here on
+	require.Greater(t, tx.Stats().Heartbeats, before, "a heartbeat an hour on")
+	s.mu.Lock()
+	s.waitHeartbeats(true)
+	s.mu.Unlock()
+	require.Equal(t, int64(time.Second), every(), "a wait starts at HeartbeatInterval")
+	var got []time.Duration
+	for range 4 {
+		tickDue()
+		got = append(got, time.Duration(every()))
+	}
+	require.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}, got,
+		"the intervals while a write waits: doubling up to 4 StatusIntervals")
+	s.mu.Lock()
+	s.waitHeartbeats(false)
+	s.mu.Unlock()
+	tickDue()
+	require.Equal(t, int64(8*time.Second), every(), "the wait over, doubling towards HeartbeatMax again")
+}
+
 // write posts a batch when the next message would not fit: s.msgs full,
 // or one slot twice (a window smaller than s.msgs). A batch of exactly
 // as many datagrams as fit goes in one post, one more splits there. The
