@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -209,6 +210,27 @@ func TestWaitingHeartbeatsCapAtFourStatusIntervals(t *testing.T) {
 	s.mu.Unlock()
 	tickDue()
 	require.Equal(t, int64(8*time.Second), every(), "the wait over, doubling towards HeartbeatMax again")
+}
+
+// A sender knows at most 4 MaxSenders receivers: the status of one more
+// is not recorded (a forger's stream of sessions costs it bounded
+// memory), while those it knows stay known.
+func TestSenderKnowsAtMostFourMaxSendersReceivers(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxSenders: 2, ReceiverTimeout: time.Hour})
+	from := func(i int) rdmanet.Addr { return rdmanet.Addr{QPN: uint32(0x5100 + i)} }
+	for i := range 10 {
+		inject(tx, statusDG(uint32(200+i), tx.session, 0, 64), from(i))
+		require.Equal(t, min(i+1, 8), tx.Receivers(), "after the status of receiver %d", i)
+	}
+	tx.snd.mu.Lock()
+	n := len(tx.snd.receivers)
+	_, first := tx.snd.receivers[peerKey{addr: from(0), session: 200}]
+	_, ninth := tx.snd.receivers[peerKey{addr: from(8), session: 208}]
+	tx.snd.mu.Unlock()
+	require.Equal(t, 8, n, "receivers recorded")
+	require.True(t, first, "the first receiver known")
+	require.False(t, ninth, "the ninth receiver recorded")
 }
 
 // write posts a batch when the next message would not fit: s.msgs full,
