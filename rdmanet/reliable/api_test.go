@@ -32,7 +32,8 @@ func TestCloseTwice(t *testing.T) {
 
 // WriteTo takes the group in every form JoinGroup takes it, and nil in
 // every form (the group too); anything else fails with ErrWriteAddr and
-// sends nothing. Each accepted write arrives, in order.
+// sends nothing. Each accepted write arrives, in order. After Close,
+// every form fails with net.ErrClosed, 0 bytes written.
 func TestWriteToAddrRules(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{})
@@ -75,8 +76,9 @@ func TestWriteToAddrRules(t *testing.T) {
 	require.Equal(t, uint64(len(good)), tx.Stats().MessagesSent, "messages sent: the refused writes sent nothing")
 	require.NoError(t, tx.Close())
 	for _, a := range append(good, bad...) {
-		_, err := tx.WriteTo([]byte("x"), a)
+		n, err := tx.WriteTo([]byte("x"), a)
 		closedErr(t, err, "WriteTo after Close")
+		require.Zero(t, n, "bytes written after Close")
 	}
 }
 

@@ -4,6 +4,8 @@ package reliable
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -204,4 +206,46 @@ func TestReplayWindowIs1984(t *testing.T) {
 	require.True(t, w.accept(top+64))
 	require.False(t, w.accept(top+64-span-1))
 	require.True(t, w.accept(top+64-span))
+}
+
+// A keyed datagram as the package documentation gives it, in literals:
+// flag 0x8 in byte 1 and a 24-byte trailer after the payload, an 8-byte
+// transmit counter and the first 16 bytes of HMAC-SHA-256 under the key
+// over the header, the payload, the counter and the sender's QP number
+// (4 bytes, big-endian); a message gets MTU()-52 bytes a datagram.
+// Sender and receiver share the constants, so a change to them alone
+// passes every test that only sends and receives.
+func TestKeyedDatagramLayout(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{Key: testKey})
+	require.Equal(t, tx.conn.MTU()-52, tx.frag, "message bytes a keyed datagram")
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	tap, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	defer tap.Close()
+	msg := []byte("hello, keyed group")
+	_, err = tx.WriteTo(msg, group)
+	require.NoError(t, err)
+	buf := make([]byte, tap.MTU())
+	var d []byte
+	for d == nil {
+		tap.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, from, err := tap.ReadFromAddr(buf)
+		require.NoError(t, err)
+		if from.QPN == tx.local.QPN && n > 0 && buf[0]&0x0f == byte(kindData) {
+			d = buf[:n]
+		}
+	}
+	require.Len(t, d, 28+len(msg)+24, "header, payload, trailer")
+	require.NotZero(t, d[1]&0x8, "flag 0x8")
+	require.Equal(t, msg, d[28:28+len(msg)])
+	ctr := d[28+len(msg) : 28+len(msg)+8]
+	require.NotZero(t, binary.BigEndian.Uint64(ctr), "the transmit counter (from 1)")
+	mac := hmac.New(sha256.New, testKey)
+	mac.Write(d[:28+len(msg)+8])
+	var qpn [4]byte
+	binary.BigEndian.PutUint32(qpn[:], tx.local.QPN)
+	mac.Write(qpn[:])
+	require.Equal(t, mac.Sum(nil)[:16], d[28+len(msg)+8:], "the tag")
 }

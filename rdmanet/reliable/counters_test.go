@@ -80,3 +80,44 @@ func TestReceiverTimedOutCounted(t *testing.T) {
 	require.Zero(t, tx.Receivers())
 	require.Equal(t, uint64(1), tx.Stats().ReceiversTimedOut, "receivers forgotten; stats %+v", tx.Stats())
 }
+
+// MessagesReceived and BytesReceived count the messages a reader got
+// and their payload bytes, by ReadFrom and by ReadBatch, of one
+// datagram or several; MessagesSent and BytesSent the writer's side.
+func TestBytesReceivedCounted(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{})
+	sizes := []int{1, 0, 64, 3000, 10000, 700}
+	total := 0
+	for i, n := range sizes {
+		_, err := tx.WriteTo(payload(make([]byte, n), uint64(i)), group)
+		require.NoError(t, err)
+		total += n
+	}
+	half := len(sizes) / 2
+	for i := range half {
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err)
+		require.Len(t, b, sizes[i], "message %d by ReadFrom", i)
+	}
+	for i := half; i < len(sizes); {
+		ms := make([]rdmanet.Message, len(sizes)-i)
+		for k := range ms {
+			ms[k].Buffer = make([]byte, 16<<10)
+		}
+		r.SetReadDeadline(time.Now().Add(10 * time.Second))
+		k, err := r.ReadBatch(ms)
+		require.NoError(t, err)
+		for _, m := range ms[:k] {
+			require.Equal(t, sizes[i], m.N, "message %d by ReadBatch", i)
+			i++
+		}
+	}
+	st := r.Stats()
+	require.Equal(t, uint64(len(sizes)), st.MessagesReceived, "stats %+v", st)
+	require.Equal(t, uint64(total), st.BytesReceived, "stats %+v", st)
+	ts := tx.Stats()
+	require.Equal(t, uint64(len(sizes)), ts.MessagesSent, "stats %+v", ts)
+	require.Equal(t, uint64(total), ts.BytesSent, "stats %+v", ts)
+}

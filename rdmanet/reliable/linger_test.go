@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,4 +60,26 @@ func TestLingerForUnknownReceiversFloor(t *testing.T) {
 		}
 	}
 	t.Fatalf("got lingers of %v with no receiver known, want one under %v", took, floor+time.Millisecond)
+}
+
+// With its one receiver known and up to date, linger ends at its first
+// look, after one fin heartbeat: one receiver is a known receiver, and
+// the wait for an unknown one (four status intervals, here 20 s) is not
+// taken.
+func TestLingerEndsWithOneReceiverUpToDate(t *testing.T) {
+	group := newGroup()
+	c := listenT(t, group, Config{Linger: 20 * time.Second, StatusInterval: 5 * time.Second, ReceiverTimeout: time.Hour})
+	writeN(t, c, group, 0, 1, 64)
+	c.snd.mu.Lock()
+	next := c.snd.next
+	c.snd.mu.Unlock()
+	inject(c, statusDG(0x77, c.session, next, next+64), rdmanet.Addr{QPN: 0x4321})
+	require.Equal(t, 1, c.Receivers(), "the receiver known by its status")
+	before := c.Stats().Heartbeats
+	start := time.Now()
+	c.snd.linger()
+	took := time.Since(start)
+	t.Logf("linger took %v", took)
+	require.Less(t, took, 10*time.Second, "linger with its one receiver up to date (the wait for an unknown receiver is 20 s)")
+	require.Greater(t, c.Stats().Heartbeats, before, "the fin heartbeat")
 }

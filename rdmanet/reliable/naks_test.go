@@ -134,3 +134,34 @@ func TestWindowStartAtTheGapKeepsIt(t *testing.T) {
 	}
 	require.Zero(t, r.Stats().LossesReported, "stats %+v", r.Stats())
 }
+
+// A NAK round asks for at most 8 missing runs: with ten single gaps
+// (seqs 1, 3, ..., 19) in one round, the round's NAKs at its due are 8.
+// Seq 20 comes second so that the round, started at the first gap, spans
+// all ten. Its due is then moved 10 minutes ahead, where the timer loop
+// leaves it alone (it may have sent a first NAK already: the round is
+// then a retry, which asks the same way).
+func TestNAKsAtMostEightARound(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the NAKs go
+	const session = 90
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m")), from)
+	inject(r, dataDG(session, 20, 20, 0, 1, []byte("m")), from)
+	for seq := uint64(2); seq < 20; seq += 2 {
+		inject(r, dataDG(session, seq, seq, 0, 1, []byte("m")), from)
+	}
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := rc.peers[peerKey{addr: from, session: session}]
+	require.NotNil(t, p)
+	require.NotEqual(t, nakIdle, p.nak.state, "a NAK timer for the gaps")
+	require.Equal(t, uint64(21), p.nak.end, "the round spans every gap")
+	due := r.now() + int64(10*time.Minute)
+	p.nak.due = due
+	rc.mu.Unlock()
+
+	before := r.Stats().NAKsSent
+	rc.tick(due)
+	require.Equal(t, before+8, r.Stats().NAKsSent, "NAKs of a round with ten gaps; stats %+v", r.Stats())
+}

@@ -47,3 +47,42 @@ func TestReadBatchNothingReadyIsWoken(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, i)
 }
+
+// The wake for a reader that found nothing is kept until it parks: the
+// reader may not be parked on notify yet when the receive loop readies
+// a message for it (between nextBatch and its wait), and a wake then
+// dropped would leave it asleep with the message ready until its
+// deadline. Here nobody waits on notify: a second message, written once
+// the first was handled, is handled in a later batch of the loop, so
+// the first batch's wake has been made by then, and it must be there.
+func TestWakeKeptUntilTheReaderParks(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{})
+	require.Equal(t, rxLoop, rxOwnerOf(r), "a fresh conn: the receive loop reads")
+	ms := batchT(4, 64)
+	k, _, loss := r.rcv.nextBatch(ms)
+	require.Zero(t, k)
+	require.Nil(t, loss)
+
+	handled := func(n uint64) func() bool {
+		return func() bool {
+			r.rcv.mu.Lock()
+			defer r.rcv.mu.Unlock()
+			p := r.rcv.peers[peerKey{addr: tx.local, session: tx.session}]
+			return p != nil && p.high >= n
+		}
+	}
+	writeN(t, tx, group, 0, 1, 64)
+	waitCond(t, "the first message handled", handled(1))
+	writeN(t, tx, group, 1, 2, 64)
+	waitCond(t, "the second message handled", handled(2))
+	select {
+	case <-r.rcv.notify:
+	default:
+		t.Fatalf("no wake kept for the reader that found nothing; stats %+v", r.Stats())
+	}
+	k, _, loss = r.rcv.nextBatch(ms)
+	require.Nil(t, loss)
+	require.Equal(t, 2, k)
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // The receive path's counted drops, exact: each datagram of a message
-// too long, or in its place, is counted once, and a heartbeat whose window start is at
+// too long, or in its place (from its first seq to its last), is counted once, and a heartbeat whose window start is at
 // next but names a message the sender cannot have reached is dropped as
 // implausible. Datagrams are handed to the conn directly (inject), in
 // order, so every count is exact.
@@ -31,6 +31,19 @@ func TestTooLongCountsEachDatagram(t *testing.T) {
 	// takes: dropped, counted once.
 	inject(r, dataDG(77, 500, 1, 0, 1, []byte("in its place")), from)
 	require.Equal(t, uint64(sent+1), r.Stats().TooLong, "a datagram in the long message's place; stats %+v", r.Stats())
+	// So at its first seq and its last (its place is [10, 1010)); the
+	// next message, at 1010, is kept.
+	inject(r, dataDG(77, 10, 1, 0, 1, []byte("at its first seq")), from)
+	require.Equal(t, uint64(sent+2), r.Stats().TooLong, "a datagram at the long message's first seq; stats %+v", r.Stats())
+	inject(r, dataDG(77, 10+nfrag-1, 1, 0, 1, []byte("at its last seq")), from)
+	require.Equal(t, uint64(sent+3), r.Stats().TooLong, "a datagram at the long message's last seq; stats %+v", r.Stats())
+	inject(r, dataDG(77, 10+nfrag, 2, 0, 1, []byte("m2")), from)
+	require.Equal(t, uint64(sent+3), r.Stats().TooLong, "the message after the long one; stats %+v", r.Stats())
+	r.rcv.mu.Lock()
+	p := peerOf(t, r, 77)
+	kept := p.valid(10 + nfrag)
+	r.rcv.mu.Unlock()
+	require.True(t, kept, "the message after the long one kept")
 }
 
 // A message of MaxMessage bytes takes ceil(MaxMessage / frag) datagrams

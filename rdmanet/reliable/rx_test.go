@@ -200,6 +200,63 @@ func TestReadLeavesAtNow(t *testing.T) {
 	require.LessOrEqual(t, away(), r.now())
 }
 
+// A reader that left ReadFrom holding the underlying conn keeps it for
+// 200 µs (rxAway) after it left: the timer loop's rxGiveBack leaves it to
+// the reader a nanosecond before, says when to look again, and takes it
+// back at 200 µs; the receive loop then reads again. The reader's
+// leaving is set an hour ahead of the clock, and StatusInterval and the
+// heartbeats are long, so that the timer loop's own looks stay away.
+func TestReaderRelievedAtRxAway(t *testing.T) {
+	const away = int64(200 * time.Microsecond)
+	group := newGroup()
+	r := listenT(t, group, Config{StatusInterval: time.Hour, HeartbeatInterval: time.Second, HeartbeatMax: time.Minute})
+	raw := rawConn(t, group)
+	x := &r.rx
+	locked := func(f func() bool) func() bool {
+		return func() bool {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			return f()
+		}
+	}
+	var left int64
+	for try := 0; left == 0; try++ {
+		require.Less(t, try, 10, "the timer loop took the conn back each time before the test could look")
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := r.ReadFrom(make([]byte, 64))
+			x.mu.Lock()
+			if x.owner == rxReader && !x.in { // not taken back yet
+				left = r.now() + int64(time.Hour)
+				x.away = left
+			}
+			x.mu.Unlock()
+			done <- err
+		}()
+		waitCond(t, "the reader asks for the underlying conn", locked(func() bool { return x.want }))
+		// Any datagram ends the receive loop's batch, and it hands over.
+		_, err := raw.WriteTo([]byte("not ours"), group)
+		require.NoError(t, err)
+		waitCond(t, "the reader reads the underlying conn", locked(func() bool { return x.owner == rxReader && x.blocked }))
+		require.NoError(t, r.SetReadDeadline(time.Now()))
+		require.ErrorIs(t, <-done, os.ErrDeadlineExceeded)
+		require.NoError(t, r.SetReadDeadline(time.Time{}))
+		if left == 0 {
+			waitCond(t, "the receive loop reads again", locked(func() bool { return x.owner == rxLoop }))
+		}
+	}
+	require.Equal(t, left+away, r.rxGiveBack(left+away-1, false), "a nanosecond before rxAway: look again at rxAway")
+	require.Equal(t, rxReader, rxOwnerOf(r), "a nanosecond before rxAway")
+	require.Zero(t, r.rxGiveBack(left+away, false), "at rxAway")
+	require.Equal(t, rxLoop, rxOwnerOf(r), "at rxAway")
+	// The receive loop reads the conn again: a datagram nobody reads is
+	// handled (a malformed one, counted).
+	before := r.Stats().Malformed
+	_, err := raw.WriteTo([]byte("not ours"), group)
+	require.NoError(t, err)
+	waitStat(t, r, "malformed datagrams", func(s Stats) uint64 { return s.Malformed }, before+1)
+}
+
 // The receive loop takes up to 32 datagrams from the underlying conn a
 // poll (recvBatch), each in a batch buffer of its own: with 60
 // datagrams queued while the loop is held in the handling of one, a

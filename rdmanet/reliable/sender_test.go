@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rdma/rdmanet/rdmanet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -169,6 +170,67 @@ func TestHeartbeatAtItsDue(t *testing.T) {
 	got = s.hbEvery
 	s.mu.Unlock()
 	require.Equal(t, int64(time.Minute), got, "HeartbeatMax")
+}
+
+// While a write waits for its receivers (waitHeartbeats), the heartbeats
+// back off from HeartbeatInterval to 4 StatusIntervals, not to
+// HeartbeatMax. Ticks at each due, with the sender's last send an hour
+// ahead of the clock, keep the timer loop's own ticks out of the test.
+func TestWaitingHeartbeatsCapAtFourStatusIntervals(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{HeartbeatInterval: time.Second, StatusInterval: time.Second, HeartbeatMax: time.Minute})
+	s := &tx.snd
+	every := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.hbEvery
+	}
+	tickDue := func() {
+		s.mu.Lock()
+		due := s.lastSend + s.hbEvery
+		s.mu.Unlock()
+		s.tick(due)
+	}
+	before := tx.Stats().Heartbeats
+	s.tick(tx.now() + int64(time.Hour)) // lastSend an hour ahead of the clock from here on
+	require.Greater(t, tx.Stats().Heartbeats, before, "a heartbeat an hour on")
+	s.mu.Lock()
+	s.waitHeartbeats(true)
+	s.mu.Unlock()
+	require.Equal(t, int64(time.Second), every(), "a wait starts at HeartbeatInterval")
+	var got []time.Duration
+	for range 4 {
+		tickDue()
+		got = append(got, time.Duration(every()))
+	}
+	require.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}, got,
+		"the intervals while a write waits: doubling up to 4 StatusIntervals")
+	s.mu.Lock()
+	s.waitHeartbeats(false)
+	s.mu.Unlock()
+	tickDue()
+	require.Equal(t, int64(8*time.Second), every(), "the wait over, doubling towards HeartbeatMax again")
+}
+
+// A sender knows at most 4 MaxSenders receivers: the status of one more
+// is not recorded (a forger's stream of sessions costs it bounded
+// memory), while those it knows stay known.
+func TestSenderKnowsAtMostFourMaxSendersReceivers(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{MaxSenders: 2, ReceiverTimeout: time.Hour})
+	from := func(i int) rdmanet.Addr { return rdmanet.Addr{QPN: uint32(0x5100 + i)} }
+	for i := range 10 {
+		inject(tx, statusDG(uint32(200+i), tx.session, 0, 64), from(i))
+		require.Equal(t, min(i+1, 8), tx.Receivers(), "after the status of receiver %d", i)
+	}
+	tx.snd.mu.Lock()
+	n := len(tx.snd.receivers)
+	_, first := tx.snd.receivers[peerKey{addr: from(0), session: 200}]
+	_, ninth := tx.snd.receivers[peerKey{addr: from(8), session: 208}]
+	tx.snd.mu.Unlock()
+	require.Equal(t, 8, n, "receivers recorded")
+	require.True(t, first, "the first receiver known")
+	require.False(t, ninth, "the ninth receiver recorded")
 }
 
 // write posts a batch when the next message would not fit: s.msgs full,

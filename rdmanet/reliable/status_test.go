@@ -120,3 +120,23 @@ func TestStatusEvery(t *testing.T) {
 		})
 	}
 }
+
+// The sweep looks at every peer an eighth of the shortest period due by
+// the clock alone: a quarter of ReceiverTimeout (a report to stay known)
+// or SenderTimeout (a sender forgotten); at least StatusInterval.
+func TestSweepGap(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want time.Duration
+	}{
+		{"a quarter of ReceiverTimeout", Config{StatusInterval: ms, ReceiverTimeout: 800 * ms, SenderTimeout: time.Hour}, 25 * ms},
+		{"SenderTimeout", Config{StatusInterval: ms, ReceiverTimeout: 800 * ms, SenderTimeout: 100 * ms}, 12500 * time.Microsecond},
+		{"both the same", Config{StatusInterval: ms, ReceiverTimeout: 800 * ms, SenderTimeout: 200 * ms}, 25 * ms},
+		{"StatusInterval", Config{StatusInterval: 50 * ms, ReceiverTimeout: 800 * ms, SenderTimeout: time.Hour}, 50 * ms},
+	} {
+		got := time.Duration(sweepGap(&tc.cfg))
+		require.Equal(t, tc.want, got, "%s: got a sweep every %v, want %v", tc.name, got, tc.want)
+	}
+}
