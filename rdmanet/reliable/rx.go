@@ -70,7 +70,9 @@ type rxState struct {
 func (x *rxState) init(c *Conn) {
 	x.turn = make(chan struct{}, 1)
 	x.ms = make([]rdmanet.Message, recvBatch)
-	buf := make([]byte, recvBatch*c.mtu)
+	// One byte past the last slot: readDatagram reads into the first
+	// slot and one byte more, to see a datagram longer than the MTU.
+	buf := make([]byte, recvBatch*c.mtu+1)
 	for i := range x.ms {
 		x.ms[i].Buffer = buf[i*c.mtu : (i+1)*c.mtu]
 	}
@@ -235,12 +237,19 @@ func (c *Conn) readConn() error {
 // It returns the clock it handled the datagram at (0: none).
 func (c *Conn) readDatagram() (int64, error) {
 	x := &c.rx
-	n, from, err := c.conn.ReadFromAddr(x.ms[0].Buffer)
+	// ReadFromAddr cuts a datagram to the buffer and does not say so: a
+	// byte more than the MTU shows one longer (the slots are contiguous;
+	// the batch that used the next slot is handled).
+	n, from, err := c.conn.ReadFromAddr(x.ms[0].Buffer[:c.mtu+1])
 	if err != nil {
 		return 0, err
 	}
-	x.handling.Store(true)
 	now := c.now()
+	if n > c.mtu { // longer than the MTU: no sender of ours, as in readConn
+		c.stats.malformed.Add(1)
+		return now, nil
+	}
+	x.handling.Store(true)
 	c.handle(x.ms[0].Buffer[:n], from, &x.h, now)
 	x.handling.Store(false)
 	return now, nil

@@ -4,6 +4,7 @@ package reliable
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/stretchr/testify/require"
@@ -37,4 +38,60 @@ func TestLongerThanMTUIsMalformed(t *testing.T) {
 	require.Equal(t, uint64(1), st.Malformed)
 	require.Zero(t, st.MessagesReceived, "the datagram's message")
 	require.Zero(t, r.rcv.readyLen(), "messages ready")
+}
+
+// The same datagram, one byte past the MTU, read by a reader that holds
+// the underlying conn itself (readDatagram: ReadFromAddr does not say it
+// cut one) is dropped and counted too, not handed out cut to the MTU;
+// the next message comes as written.
+func TestLongerThanMTUIsMalformedInline(t *testing.T) {
+	if testDevice != "" {
+		t.Skip("software backend only: the datagram is forged from a 127/8 address on lo")
+	}
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	mtu := r.Conn().MTU()
+	raw := rawConn(t, group)
+	type read struct {
+		msg string
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b := make([]byte, mtu)
+		n, _, err := r.ReadFrom(b)
+		done <- read{string(b[:n]), err}
+	}()
+	rx := func(f func(x *rxState) bool) func() bool {
+		return func() bool {
+			r.rx.mu.Lock()
+			defer r.rx.mu.Unlock()
+			return f(&r.rx)
+		}
+	}
+	waitCond(t, "the reader asks for the underlying conn", rx(func(x *rxState) bool { return x.want }))
+	// Any datagram ends the receive loop's batch, and it hands over.
+	_, err := raw.WriteTo([]byte("not ours"), group)
+	require.NoError(t, err)
+	waitCond(t, "the reader reads the underlying conn", rx(func(x *rxState) bool { return x.owner == rxReader && x.blocked }))
+
+	sp, err := newSpoofer()
+	require.NoError(t, err)
+	defer sp.close()
+	a := &attacker{groupIP: [4]byte(group.IP.To4())}
+	d := dataDG(0x7b, 0, 0, 0, 1, make([]byte, mtu+1-headerLen))
+	require.NoError(t, a.forge(sp, [4]byte{127, 0, 0, 1}, 0x4712, d))
+	waitStat(t, r, "malformed datagrams", func(s Stats) uint64 { return s.Malformed }, 2)
+
+	tx := listenT(t, group, Config{})
+	_, err = tx.WriteTo([]byte("after"), group)
+	require.NoError(t, err)
+	select {
+	case got := <-done:
+		require.NoError(t, got.err)
+		require.Equal(t, "after", got.msg, "the message read after the datagram too long")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message read in 10 s")
+	}
+	require.Equal(t, uint64(2), r.Stats().Malformed, "the foreign datagram and the one too long")
 }
