@@ -143,7 +143,7 @@ func TestWindowWaitCounted(t *testing.T) {
 	before := tx.Stats().WindowWaits
 	require.NoError(t, s.reuse(0), "a slot whose send completed")
 	require.Equal(t, before, tx.Stats().WindowWaits, "no wait")
-	s.posted[0] = tx.conn.SendsPosted() + 1
+	s.posted[0] = tx.conn.SendsPosted() + 1<<40 // past what heartbeats meanwhile post
 	require.Error(t, s.reuse(0), "a send not completed, and WaitSends failing")
 	require.Equal(t, before+1, tx.Stats().WindowWaits)
 }
@@ -165,7 +165,10 @@ func TestWriteReturnsSlotWaitError(t *testing.T) {
 	s.mu.Lock()
 	slot := int(s.wi.of(s.next))
 	next := s.next
-	s.posted[slot] = tx.conn.SendsPosted() + 1 // a send not completed, and WaitSends failing
+	// A send not completed, and WaitSends failing: far past SendsPosted,
+	// which a heartbeat sent before the write below would otherwise
+	// reach (the write then found the slot free: seen under load).
+	s.posted[slot] = tx.conn.SendsPosted() + 1<<40
 	s.mu.Unlock()
 	before := tx.Stats()
 	n, err := tx.WriteTo([]byte("m1"), group)
