@@ -55,6 +55,32 @@ func TestNetlinkBadAttrs(t *testing.T) {
 	}
 }
 
+// An RTM_NEWLINK message of an ifinfomsg and no attribute is a link (the
+// header names its index, type and flags; what attributes would say keeps
+// its defaults); one shorter than an ifinfomsg is skipped. The kernel
+// always sends IFLA_IFNAME, so only a forged message reaches the first.
+func TestNetlinkLinkWithoutAttrs(t *testing.T) {
+	data := make([]byte, syscall.SizeofIfInfomsg)
+	binary.NativeEndian.PutUint16(data[2:4], syscall.ARPHRD_ETHER)
+	binary.NativeEndian.PutUint32(data[4:8], 7)
+	binary.NativeEndian.PutUint32(data[8:12], syscall.IFF_UP)
+	var v netlinkView
+	for _, d := range [][]byte{data, data[:syscall.SizeofIfInfomsg-1]} {
+		m := &syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: syscall.RTM_NEWLINK}, Data: d}
+		if err := v.addLink(m); err != nil {
+			t.Fatalf("addLink of %d bytes: %v", len(d), err)
+		}
+	}
+	if len(v.links) != 1 {
+		t.Fatalf("links %+v, want the one of the whole ifinfomsg", v.links)
+	}
+	l := v.links[0]
+	if l.ifi.Index != 7 || l.ifi.Flags&net.FlagUp == 0 || l.ifi.Name != "" || l.ifi.MTU != 0 || l.info.operState != "unknown" ||
+		l.info.kind != infiniband.NetdevEthernet {
+		t.Errorf("link %+v, want index 7, up, Ethernet, no name, no MTU, operstate unknown", l)
+	}
+}
+
 // addrMsg is an RTM_NEWADDR message of family fam on link index with one
 // attribute of type typ holding ip.
 func addrMsg(fam uint8, index uint32, typ uint16, ip net.IP) *syscall.NetlinkMessage {
