@@ -70,6 +70,14 @@ func (h recvHooks) NarrowFd() int             { return h.c.q.mcFd }
 func (h recvHooks) Narrow() bool              { return h.c.sleepNarrow() }
 func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 
+// Pace is the pace q's receive CQ reads at after a wake (poll.go):
+// "stream", "single" or "probe".
+func Pace(q *QP) string {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return [...]string{paceStream: "stream", paceSingle: "single", paceProbe: "probe"}[q.rcq.pace]
+}
+
 // PollRecvWoken polls q's receive CQ as its waiter does after its fd
 // woke the wait.
 func PollRecvWoken(q *QP, wcs []verbs.WC) (int, error) { return q.rcq.poll(wcs, true) }
