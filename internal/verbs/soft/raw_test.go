@@ -294,6 +294,45 @@ func TestTailScratchBound(t *testing.T) {
 	}
 }
 
+// TestInPlaceBoundary: a posted buffer with room past GRH + MTU for
+// ImmDt, pad and ICRC (11 bytes) takes a datagram in place, a shorter one
+// scattered, and either way a datagram whose payload fits the buffer is
+// read whole and accepted, read with control messages or bare: at 10
+// bytes past GRH + MTU (scattered) one whose ICRC runs into the tail
+// scratch, at 12 (in place) one that fills the buffer to its last byte
+// (a bare read takes it with recvfrom, which reports the datagram's
+// length: equal to the buffer's is not cut). Their payloads are 8 bytes
+// over the MTU, which the receiver does not check.
+func TestInPlaceBoundary(t *testing.T) {
+	r := newRawSender(t)
+	for _, only := range []bool{false, true} {
+		for _, past := range []int{10, 12} {
+			t.Run(fmt.Sprintf("GRHAddressesOnly=%v/MTU+%d", only, past), func(t *testing.T) {
+				b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
+				mtu := b.id.Local().MTU
+				uni := b.qp.UnicastIP()
+				h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+				payload := make([]byte, mtu+8) // no pad: BTH, DETH, payload, ICRC
+				for i := range payload {
+					payload[i] = byte(i * 7)
+				}
+				size := verbs.GRHSize + mtu + past
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: uint32(size), LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				before, bare := b.qp.Drops(), soft.BareReads(b.qp)
+				r.send(t, r.datagram(h, payload, uni), uni)
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())
+				require.Equal(t, only, soft.BareReads(b.qp) > bare, "read bare")
+				require.Equal(t, verbs.WCSuccess, wcs[0].Status)
+				require.Equal(t, uint32(verbs.GRHSize+len(payload)), wcs[0].ByteLen)
+				require.Equal(t, payload, b.buf(wcs[0])[verbs.GRHSize:])
+				require.Equal(t, dropTotal(before), dropTotal(b.qp.Drops()), "drops")
+			})
+		}
+	}
+}
+
 // TestBareReadsInSteadyState: request/response traffic to a
 // GRHAddressesOnly QP with one group is read bare from the second
 // datagram on, whether Poll follows a wake (one-slot reads) or checks
