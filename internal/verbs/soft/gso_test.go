@@ -114,8 +114,10 @@ func tunEndpoint(t *testing.T) *endpoint {
 }
 
 // sendThroughTUN sends 9 datagrams to a group through the TUN, 8 of 100
-// bytes and a last of 37, in one PostSend, and returns the 9 IPv4 packets
-// read off the TUN after checking their ICRC, destination and payload.
+// bytes and a last of 37, in one PostSend, every third from the second
+// solicited, and returns the 9 IPv4 packets read off the TUN after
+// checking their ICRC, destination, payload, BTH SE bit and PSN (one more
+// than the packet before's).
 func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 	qp := e.qp
 	m, ah := e.join("239.77.0.1", true)
@@ -135,6 +137,9 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		want = append(want, bytes.Clone(b))
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, size),
 			AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: qp.QKey(), Flags: verbs.SendSignaled}
+		if i%3 == 1 {
+			wrs[i].Flags |= verbs.SendSolicited
+		}
 	}
 	k, err := qp.PostSend(wrs)
 	require.NoError(t, err)
@@ -165,6 +170,7 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		pkts = append(pkts, bytes.Clone(pkt))
 	}
 	require.Len(t, pkts, n, "RoCEv2 packets on the TUN")
+	var psn uint32 // each packet's PSN is the one before's plus 1, mod 2^24
 	for j, pkt := range pkts {
 		assert.True(t, roce.VerifyICRC(pkt), "packet %d: ICRC over the header the kernel wrote", j)
 		assert.Equal(t, uint16(0x4000), binary.BigEndian.Uint16(pkt[6:])&0x4000, "packet %d: DF", j)
@@ -173,6 +179,11 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		payload, r := roce.Decode(pkt[28:], &h)
 		require.Equal(t, roce.Accepted, r, "packet %d", j)
 		assert.Equal(t, want[j], payload, "packet %d: payload, in order", j)
+		assert.Equal(t, j%3 == 1, h.SE, "packet %d: BTH SE as its WR's SendSolicited", j)
+		if j > 0 {
+			assert.Equal(t, (psn+1)&0xFFFFFF, h.PSN, "packet %d: the PSN after %#x", j, psn)
+		}
+		psn = h.PSN
 	}
 	return pkts
 }
