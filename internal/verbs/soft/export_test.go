@@ -70,6 +70,9 @@ func (h recvHooks) NarrowFd() int             { return h.c.q.mcFd }
 func (h recvHooks) Narrow() bool              { return h.c.sleepNarrow() }
 func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 
+// UnicastFd is q's unicast socket.
+func UnicastFd(q *QP) int { return q.uniFd }
+
 // Pace is the pace q's receive CQ reads at after a wake (poll.go):
 // "stream", "single" or "probe".
 func Pace(q *QP) string {

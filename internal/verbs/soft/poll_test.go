@@ -184,3 +184,36 @@ func TestNarrowProbePace(t *testing.T) {
 	poll("a probe that finds a multicast datagram waiting", false, 1, "stream")
 	require.Equal(t, "three", string(a.buf(wcs[0])[verbs.GRHSize:]))
 }
+
+// Polls not after a wake take turns at which socket they read first, so
+// that a busy socket does not starve the other: with datagrams waiting on
+// both, two one-completion Polls in a row take one from each.
+func TestPollsTakeTurns(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.201.9.2", false)
+	_, ah := s.join("239.201.9.2", true)
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	a.postRecvs(0, 8)
+	for i := range 2 {
+		s.send(ah, m.RemoteQPN, []byte{'m', byte('0' + i)}, 0, 0)
+	}
+	for i := range 2 {
+		s.send(uah, a.qp.QPN(), []byte{'u', byte('0' + i)}, 0, 0)
+	}
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(a.qp).NarrowFd(), 2*time.Second), "the multicast datagrams")
+	require.True(t, waitReadable(t, soft.UnicastFd(a.qp), 2*time.Second), "the unicast datagrams")
+
+	wcs := make([]verbs.WC, 1)
+	var from []byte // the socket of each datagram read: 'm' or 'u'
+	for range 2 {
+		n, err := a.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "a Poll with datagrams on both sockets")
+		from = append(from, a.buf(wcs[0])[verbs.GRHSize])
+		a.postRecvs(int(wcs[0].WRID), 1)
+	}
+	require.NotEqual(t, from[0], from[1], "two Polls in a row read %q: the same socket first", from)
+	require.Len(t, a.recv(2, 2*time.Second), 2, "the other two")
+}
