@@ -29,6 +29,22 @@ func RefuseGSO(errno unix.Errno) (refused *atomic.Int32, restore func()) {
 	return refused, func() { sendRuns = sendmmsg }
 }
 
+// RefuseGSOSendShort is RefuseGSO whose sendmmsg of two or more lone
+// datagrams sends all but the last, as the kernel's may (it returns how
+// many it sent when a later one would fail), until restore is called.
+func RefuseGSOSendShort(errno unix.Errno) (restore func()) {
+	sendRuns = func(fd int, msgs []mmsghdr, flags int) (int, error) {
+		if msgs[0].Hdr.Iovlen > 3 {
+			return 0, errno
+		}
+		if len(msgs) > 1 {
+			msgs = msgs[:len(msgs)-1]
+		}
+		return sendmmsg(fd, msgs, flags)
+	}
+	return func() { sendRuns = sendmmsg }
+}
+
 // BareReads is how many bare reads (no control messages) q's receive CQ
 // made.
 func BareReads(q *QP) uint64 {
