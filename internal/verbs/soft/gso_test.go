@@ -5,6 +5,7 @@ package soft_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -320,42 +321,45 @@ func TestRunOfTwoLast(t *testing.T) {
 	}
 }
 
-// A run the kernel refuses as GSO is sent again one datagram at a time;
-// when that sendmmsg sends fewer than asked, the rest go by the next
-// calls (here the last alone, by sendto): every datagram arrives once, in
-// order, and every WR completes. (Not parallel: the hook replaces the
-// QPs' sendmmsg.)
+// A run the kernel refuses as GSO is sent again one datagram at a time,
+// a run of two as well as a longer one; when that sendmmsg sends fewer
+// than asked, the rest go by the next calls (here the last alone, by
+// sendto): every datagram arrives once, in order, and every WR completes.
+// (Not parallel: the hook replaces the QPs' sendmmsg.)
 func TestRefusedRunSentShort(t *testing.T) {
-	r := newEndpoint(t, verbs.QPConfig{})
-	s := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
-	r.postRecvs(0, 8)
-	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
 	restore := soft.RefuseGSOSendShort(unix.EIO)
 	defer restore()
-	const n = 4
-	wrs := make([]verbs.SendWR, n)
-	for i := range wrs {
-		b := s.sendBuf(i)[:100]
-		for k := range b {
-			b[k] = byte(i)
-		}
-		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: r.qp.QPN(),
-			RemoteQKey: r.qp.QKey(), Flags: verbs.SendSignaled}
-	}
-	k, err := s.qp.PostSend(wrs)
-	require.NoError(t, err)
-	require.Equal(t, n, k)
-	wcs := make([]verbs.WC, 8)
-	k, err = s.qp.SendCQ().Poll(wcs)
-	require.NoError(t, err)
-	require.Equal(t, n, k)
-	for i, wc := range wcs[:k] {
-		require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d", i)
-	}
-	got := r.recv(n, 2*time.Second)
-	require.Len(t, got, n)
-	for i, wc := range got {
-		require.Equal(t, bytes.Repeat([]byte{byte(i)}, 100), r.buf(wc)[verbs.GRHSize:], "datagram %d, in order", i)
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := newEndpoint(t, verbs.QPConfig{})
+			s := newEndpoint(t, verbs.QPConfig{SendDepth: 16}) // a refusal ends a QP's runs: one each
+			r.postRecvs(0, 8)
+			ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+			require.NoError(t, err)
+			wrs := make([]verbs.SendWR, n)
+			for i := range wrs {
+				b := s.sendBuf(i)[:100]
+				for k := range b {
+					b[k] = byte(i)
+				}
+				wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: r.qp.QPN(),
+					RemoteQKey: r.qp.QKey(), Flags: verbs.SendSignaled}
+			}
+			k, err := s.qp.PostSend(wrs)
+			require.NoError(t, err)
+			require.Equal(t, n, k)
+			wcs := make([]verbs.WC, 8)
+			k, err = s.qp.SendCQ().Poll(wcs)
+			require.NoError(t, err)
+			require.Equal(t, n, k)
+			for i, wc := range wcs[:k] {
+				require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d: errno %d", i, wc.Errno)
+			}
+			got := r.recv(n, 2*time.Second)
+			require.Len(t, got, n)
+			for i, wc := range got {
+				require.Equal(t, bytes.Repeat([]byte{byte(i)}, 100), r.buf(wc)[verbs.GRHSize:], "datagram %d, in order", i)
+			}
+		})
 	}
 }
