@@ -445,3 +445,33 @@ func TestOrigDstKeptAcrossBareUnicastRead(t *testing.T) {
 	a.send(ahs[1], qpn, []byte("to the second group"), 0, 0)
 	wantDst("multicast after a bare unicast read", net.ParseIP(groups[1]))
 }
+
+// TestImmShortPayloads: a datagram with immediate data has its payload
+// moved down over the ImmDt to the buffer's start, scattered or in
+// place, for payloads of one byte and a few: every byte moved.
+func TestImmShortPayloads(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	mtu := b.id.Local().MTU
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	for _, inPlace := range []bool{false, true} {
+		for _, n := range []int{1, 2, 5} {
+			t.Run(fmt.Sprintf("inPlace=%v/%d", inPlace, n), func(t *testing.T) {
+				size := uint32(bufSize)
+				if inPlace {
+					size = uint32(verbs.GRHSize + mtu + 4 + 3 + 4)
+				}
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: size, LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				payload := []byte("abcde")[:n]
+				e.send(ah, b.qp.QPN(), payload, verbs.SendWithImm, 0xA1B2C3D4)
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())
+				require.NotZero(t, wcs[0].Flags&verbs.WCWithImm)
+				require.Equal(t, uint32(0xA1B2C3D4), wcs[0].Imm)
+				require.Equal(t, payload, b.buf(wcs[0])[verbs.GRHSize:])
+			})
+		}
+	}
+}
