@@ -475,3 +475,37 @@ func TestImmShortPayloads(t *testing.T) {
 		}
 	}
 }
+
+// TestBareReadsWaitForTheMulticastSocket: what makes bare reads of the
+// multicast socket safe again after a leave is that socket read dry, not
+// the unicast one. A wake reads the unicast socket first (the last
+// datagram came from there) and finds it empty; the multicast socket
+// still holds a datagram for the group just left, which must be read
+// with its destination (not for us), not bare as the sole group's (a bad
+// ICRC).
+func TestBareReadsWaitForTheMulticastSocket(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	r := newRawSender(t)
+	g1, g2 := [4]byte{239, 201, 9, 14}, [4]byte{239, 201, 9, 15}
+	ip := func(g [4]byte) string { return net.IP(g[:]).String() }
+	b.postRecvs(0, 16)
+	b.join(ip(g1), false)
+	m2, _ := b.join(ip(g2), false)
+
+	uni := b.qp.UnicastIP()
+	hu := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	r.send(t, r.datagram(hu, []byte("unicast"), uni), uni)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	require.Equal(t, "unicast", string(b.buf(wcs[0])[verbs.GRHSize:]))
+
+	hm := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	r.send(t, r.datagram(hm, []byte("for g2"), g2), g2)
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(b.qp).NarrowFd(), 2*time.Second), "g2's datagram")
+	require.NoError(t, b.id.Leave(m2.MGID))
+
+	n, err := soft.PollRecvWoken(b.qp, make([]verbs.WC, 4))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, soft.Drops{NotForUs: 1}, b.qp.Drops(), "the left group's datagram")
+}
