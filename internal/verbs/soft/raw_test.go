@@ -509,3 +509,36 @@ func TestBareReadsWaitForTheMulticastSocket(t *testing.T) {
 	require.Zero(t, n)
 	require.Equal(t, soft.Drops{NotForUs: 1}, b.qp.Drops(), "the left group's datagram")
 }
+
+// TestWakeReadsPastADroppedDatagram: a Poll goes on to the other socket
+// when all it read from one was dropped: it returns 0 only with both
+// sockets read dry (a reader then sleeps on a channel that must not be
+// readable). Here a wake reads the multicast socket first (where the
+// last datagram came from), finds a datagram with a bad Q_Key, and must
+// return the good unicast one in the same Poll.
+func TestWakeReadsPastADroppedDatagram(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{})
+	r := newRawSender(t)
+	g := [4]byte{239, 201, 9, 16}
+	b.join(net.IP(g[:]).String(), false)
+	b.postRecvs(0, 8)
+	hm := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	r.send(t, r.datagram(hm, []byte("multicast"), g), g)
+	wcs := b.recv(1, 2*time.Second) // the last datagram came from the multicast socket
+	require.Len(t, wcs, 1)
+
+	hm.QKey ^= 1
+	r.send(t, r.datagram(hm, []byte("bad Q_Key"), g), g)
+	uni := b.qp.UnicastIP()
+	hu := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	r.send(t, r.datagram(hu, []byte("unicast"), uni), uni)
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(b.qp).NarrowFd(), 2*time.Second), "the multicast datagram")
+	require.True(t, waitReadable(t, soft.UnicastFd(b.qp), 2*time.Second), "the unicast datagram")
+
+	w := make([]verbs.WC, 4)
+	n, err := soft.PollRecvWoken(b.qp, w)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a wake that dropped the multicast socket's datagram (drops %+v)", b.qp.Drops())
+	require.Equal(t, "unicast", string(b.buf(w[0])[verbs.GRHSize:]))
+	require.Equal(t, soft.Drops{BadQKey: 1}, b.qp.Drops())
+}
