@@ -124,7 +124,8 @@ func f(a, b int) int {
 }
 
 // A mutant runs the tests that execute its lines, all tests for a line
-// in no block, none when no test executes it.
+// in no block or a case clause's expression, none when no test executes
+// it.
 func TestSelectionNamesTheTestsOfItsLines(t *testing.T) {
 	tc := &testCoverage{
 		names: []string{"TestA", "TestB", "TestC"},
@@ -140,6 +141,10 @@ func TestSelectionNamesTheTestsOfItsLines(t *testing.T) {
 		{mutant{file: "pkg/p.go", line: 5, endLine: 6, kind: "errret"}, "^(TestB)$"}, // the return's line only
 		{mutant{file: "pkg/p.go", line: 7, endLine: 7, kind: "cmp"}, ""},             // not covered
 		{mutant{file: "pkg/p.go", line: 9, endLine: 9, kind: "lit"}, ""},             // a constant: every test
+		// A case clause's expression on line 6, whose block is its
+		// clause's body: a test that evaluates it and takes another
+		// clause is not TestB, so every test runs.
+		{mutant{file: "pkg/p.go", line: 6, endLine: 6, kind: "cmp", inCase: true}, ""},
 	} {
 		if got := tc.selection(c.m); got != c.want {
 			t.Errorf("%s:%d-%d %s: selection %q, want %q", c.m.file, c.m.line, c.m.endLine, c.m.kind, got, c.want)

@@ -14,8 +14,9 @@
 //
 // With -pertest, the baseline runs each test alone, with its own profile,
 // and a mutant runs only the tests that execute its lines (all of them
-// for a line outside every block, such as a constant's): a survivor then
-// costs the tests that could kill it, not the whole suite. A test that
+// for a line outside every block, such as a constant's, and for a case
+// clause's expression): a survivor then costs the tests that could kill
+// it, not the whole suite. A test that
 // fails alone on the original is left out of every selection (it would
 // kill every mutant), and said.
 //
@@ -697,8 +698,14 @@ func baselinePerTest(work, pkg string, timeout time.Duration, run, skip string, 
 
 // selection is the go test -run regexp of the tests that execute m's
 // lines (as covered reads them), or "" for every test: one of its lines
-// is outside every block, so any test may use it.
+// is outside every block, so any test may use it, or m changes a case
+// clause's expression (inCase), whose line's block is a clause's body:
+// the tests that evaluate the expression and do not take the clause are
+// not among those of the block.
 func (tc *testCoverage) selection(m mutant) string {
+	if m.inCase {
+		return ""
+	}
 	from, to := m.lines()
 	set := map[int]bool{}
 	for n := from; n <= to; n++ {

@@ -29,6 +29,22 @@ func RefuseGSO(errno unix.Errno) (refused *atomic.Int32, restore func()) {
 	return refused, func() { sendRuns = sendmmsg }
 }
 
+// RefuseGSOSendShort is RefuseGSO whose sendmmsg of two or more lone
+// datagrams sends all but the last, as the kernel's may (it returns how
+// many it sent when a later one would fail), until restore is called.
+func RefuseGSOSendShort(errno unix.Errno) (restore func()) {
+	sendRuns = func(fd int, msgs []mmsghdr, flags int) (int, error) {
+		if msgs[0].Hdr.Iovlen > 3 {
+			return 0, errno
+		}
+		if len(msgs) > 1 {
+			msgs = msgs[:len(msgs)-1]
+		}
+		return sendmmsg(fd, msgs, flags)
+	}
+	return func() { sendRuns = sendmmsg }
+}
+
 // BareReads is how many bare reads (no control messages) q's receive CQ
 // made.
 func BareReads(q *QP) uint64 {
@@ -69,6 +85,17 @@ type recvHooks struct{ c *recvCQ }
 func (h recvHooks) NarrowFd() int             { return h.c.q.mcFd }
 func (h recvHooks) Narrow() bool              { return h.c.sleepNarrow() }
 func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
+
+// UnicastFd is q's unicast socket.
+func UnicastFd(q *QP) int { return q.uniFd }
+
+// Pace is the pace q's receive CQ reads at after a wake (poll.go):
+// "stream", "single" or "probe".
+func Pace(q *QP) string {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return [...]string{paceStream: "stream", paceSingle: "single", paceProbe: "probe"}[q.rcq.pace]
+}
 
 // PollRecvWoken polls q's receive CQ as its waiter does after its fd
 // woke the wait.
@@ -143,6 +170,10 @@ func GROAreaHeld(q *QP) bool {
 	defer q.rcq.mu.Unlock()
 	return q.rcq.gro.area != nil
 }
+
+// GROQuietReads is how many reads with UDP_GRO on and none coalesced
+// turn it off.
+const GROQuietReads = groQuietReads
 
 // GROActive reports whether UDP_GRO is on q's multicast and unicast
 // sockets now.

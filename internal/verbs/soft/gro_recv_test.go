@@ -293,6 +293,51 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
+// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
+// none coalesced, counted from the last coalesced read: on after one
+// fewer, off after that many.
+func TestGROOffAfterQuietReads(t *testing.T) {
+	const batch = 8
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a.postRecvs(0, nBufs)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	// The first run, cut by the kernel, turns GRO on; the second comes
+	// coalesced, in one read, which starts the count.
+	for run := range 2 {
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, k)
+		require.Len(t, a.recv(batch, 2*time.Second), batch, "run %d", run)
+		require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after run %d", run)
+	}
+	reads, dgrams := soft.GROReads(a.qp)
+	require.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "the second run: one coalesced read")
+
+	// Lone datagrams, each read alone: quiet reads.
+	lone := func(i int) {
+		t.Helper()
+		s.send(ah, a.qp.QPN(), []byte{byte(i)}, 0, 0)
+		got := a.recv(1, 2*time.Second)
+		require.Len(t, got, 1, "lone datagram %d", i)
+		require.Equal(t, []byte{byte(i)}, a.buf(got[0])[verbs.GRHSize:])
+		a.postRecvs(int(got[0].WRID), 1)
+	}
+	for i := range soft.GROQuietReads - 1 {
+		lone(i)
+	}
+	reads, _ = soft.GROReads(a.qp)
+	require.Equal(t, uint64(1), reads, "a lone datagram read coalesced")
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
+	lone(soft.GROQuietReads - 1)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+}
+
 // An nftables rule that drops a GSO run drops it whole, with or without
 // GRO (it sees the run as one skb before the socket); the runs it lets
 // through arrive whole.

@@ -209,3 +209,35 @@ func TestGROPoolGivesBack(t *testing.T) {
 		}
 	}
 }
+
+// A GRO area's rows tile it: row i is groRow bytes from i*groRow, its
+// own, and the last ends at the area's end, so a read of recvBatch slots
+// has a row for each (a slot's overflow never runs into the next
+// slot's).
+func TestGRORowsTileTheArea(t *testing.T) {
+	a, err := getGROArea()
+	if err != nil {
+		t.Fatalf("getGROArea: %v", err)
+	}
+	defer putGROArea(a)
+	if len(a.mem) != recvBatch*groRow {
+		t.Fatalf("area of %d bytes, want %d rows of %d", len(a.mem), recvBatch, groRow)
+	}
+	for i := range recvBatch {
+		var r []byte
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("row(%d): %v", i, p)
+				}
+			}()
+			r = a.row(i)
+		}()
+		if len(r) != groRow {
+			t.Fatalf("row(%d): %d bytes, want %d", i, len(r), groRow)
+		}
+		if off := uintptr(unsafe.Pointer(&r[0])) - uintptr(unsafe.Pointer(&a.mem[0])); off != uintptr(i*groRow) {
+			t.Fatalf("row(%d) at offset %d, want %d", i, off, i*groRow)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package soft_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -114,8 +115,10 @@ func tunEndpoint(t *testing.T) *endpoint {
 }
 
 // sendThroughTUN sends 9 datagrams to a group through the TUN, 8 of 100
-// bytes and a last of 37, in one PostSend, and returns the 9 IPv4 packets
-// read off the TUN after checking their ICRC, destination and payload.
+// bytes and a last of 37, in one PostSend, every third from the second
+// solicited, and returns the 9 IPv4 packets read off the TUN after
+// checking their ICRC, destination, payload, BTH SE bit and PSN (one more
+// than the packet before's).
 func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 	qp := e.qp
 	m, ah := e.join("239.77.0.1", true)
@@ -135,6 +138,9 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		want = append(want, bytes.Clone(b))
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, size),
 			AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: qp.QKey(), Flags: verbs.SendSignaled}
+		if i%3 == 1 {
+			wrs[i].Flags |= verbs.SendSolicited
+		}
 	}
 	k, err := qp.PostSend(wrs)
 	require.NoError(t, err)
@@ -165,6 +171,7 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		pkts = append(pkts, bytes.Clone(pkt))
 	}
 	require.Len(t, pkts, n, "RoCEv2 packets on the TUN")
+	var psn uint32 // each packet's PSN is the one before's plus 1, mod 2^24
 	for j, pkt := range pkts {
 		assert.True(t, roce.VerifyICRC(pkt), "packet %d: ICRC over the header the kernel wrote", j)
 		assert.Equal(t, uint16(0x4000), binary.BigEndian.Uint16(pkt[6:])&0x4000, "packet %d: DF", j)
@@ -173,6 +180,11 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 		payload, r := roce.Decode(pkt[28:], &h)
 		require.Equal(t, roce.Accepted, r, "packet %d", j)
 		assert.Equal(t, want[j], payload, "packet %d: payload, in order", j)
+		assert.Equal(t, j%3 == 1, h.SE, "packet %d: BTH SE as its WR's SendSolicited", j)
+		if j > 0 {
+			assert.Equal(t, (psn+1)&0xFFFFFF, h.PSN, "packet %d: the PSN after %#x", j, psn)
+		}
+		psn = h.PSN
 	}
 	return pkts
 }
@@ -306,5 +318,48 @@ func TestRunOfTwoLast(t *testing.T) {
 	require.NoError(t, err)
 	for _, wc := range wcs[:n] {
 		require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d", wc.WRID)
+	}
+}
+
+// A run the kernel refuses as GSO is sent again one datagram at a time,
+// a run of two as well as a longer one; when that sendmmsg sends fewer
+// than asked, the rest go by the next calls (here the last alone, by
+// sendto): every datagram arrives once, in order, and every WR completes.
+// (Not parallel: the hook replaces the QPs' sendmmsg.)
+func TestRefusedRunSentShort(t *testing.T) {
+	restore := soft.RefuseGSOSendShort(unix.EIO)
+	defer restore()
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := newEndpoint(t, verbs.QPConfig{})
+			s := newEndpoint(t, verbs.QPConfig{SendDepth: 16}) // a refusal ends a QP's runs: one each
+			r.postRecvs(0, 8)
+			ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+			require.NoError(t, err)
+			wrs := make([]verbs.SendWR, n)
+			for i := range wrs {
+				b := s.sendBuf(i)[:100]
+				for k := range b {
+					b[k] = byte(i)
+				}
+				wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: r.qp.QPN(),
+					RemoteQKey: r.qp.QKey(), Flags: verbs.SendSignaled}
+			}
+			k, err := s.qp.PostSend(wrs)
+			require.NoError(t, err)
+			require.Equal(t, n, k)
+			wcs := make([]verbs.WC, 8)
+			k, err = s.qp.SendCQ().Poll(wcs)
+			require.NoError(t, err)
+			require.Equal(t, n, k)
+			for i, wc := range wcs[:k] {
+				require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d: errno %d", i, wc.Errno)
+			}
+			got := r.recv(n, 2*time.Second)
+			require.Len(t, got, n)
+			for i, wc := range got {
+				require.Equal(t, bytes.Repeat([]byte{byte(i)}, 100), r.buf(wc)[verbs.GRHSize:], "datagram %d, in order", i)
+			}
+		})
 	}
 }

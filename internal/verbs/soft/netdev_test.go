@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/go-rdma/rdmanet/internal/infiniband"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -117,4 +118,25 @@ func TestNetlinkViewMatchesNet(t *testing.T) {
 	}
 	assert.Equal(t, v.byName("lo"), v.loopback())
 	assert.Equal(t, v.loopback(), v.owning(net.IPv4(127, 0, 0, 1)))
+}
+
+// In a namespace whose loopback netdev is not named lo (here lo0), the
+// loopback is found by its flag: by loopbackInterface, and by Bind with
+// nothing named, which binds 127.0.0.1 on sw-lo0.
+func TestLoopbackNotNamedLo(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip link set lo down", "ip link set lo name lo0", "ip link set lo0 up") {
+		return
+	}
+	lo, err := loopbackInterface()
+	require.NoError(t, err)
+	require.NotNil(t, lo, "loopbackInterface: no interface and no error")
+	assert.Equal(t, "lo0", lo.Name)
+	assert.NotZero(t, lo.Flags&net.FlagLoopback)
+
+	id, err := Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	assert.Equal(t, devicePrefix+"lo0", id.Local().Device)
+	assert.Equal(t, "lo0", id.Local().Netdev)
+	assert.True(t, id.Local().IP.Equal(net.IPv4(127, 0, 0, 1)), "bound to %v", id.Local().IP)
 }

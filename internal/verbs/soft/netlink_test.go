@@ -33,6 +33,41 @@ func TestNetlinkDumpRecvError(t *testing.T) {
 	}
 }
 
+// An answer of a header alone (16 bytes: an NLMSG_DONE with no error
+// word) is a message, not a short read: it ends the dump. The kernel's
+// NLMSG_DONE carries the word, so the answer is forged, sent from another
+// netlink socket (root may send to a user port) before the request.
+func TestNetlinkDumpHeaderOnlyAnswer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a netlink message to a user port needs CAP_NET_ADMIN")
+	}
+	socket := func() int {
+		t.Helper()
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Close(fd) })
+		require.NoError(t, unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}))
+		return fd
+	}
+	fd, forger := socket(), socket()
+	sa, err := unix.Getsockname(fd)
+	require.NoError(t, err)
+	const seq = 7
+	var done [unix.NLMSG_HDRLEN]byte
+	binary.NativeEndian.PutUint32(done[0:4], unix.NLMSG_HDRLEN)
+	binary.NativeEndian.PutUint16(done[4:6], unix.NLMSG_DONE)
+	binary.NativeEndian.PutUint32(done[8:12], seq)
+	require.NoError(t, unix.Sendto(forger, done[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: sa.(*unix.SockaddrNetlink).Pid}))
+
+	buf := make([]byte, 1<<16)
+	var msgs int
+	// NLMSG_NOOP: the kernel answers nothing (TestNetlinkDumpRecvError),
+	// so the forged answer is the only one.
+	err = netlinkDump(fd, buf, unix.NLMSG_NOOP, seq, func(*syscall.NetlinkMessage) error { msgs++; return nil })
+	require.NoError(t, err, "a dump answered by a header-only NLMSG_DONE")
+	require.Zero(t, msgs, "NLMSG_DONE handed on as a message")
+}
+
 // A link or address message whose attributes do not parse is an error,
 // not a nameless link or a missing address.
 func TestNetlinkBadAttrs(t *testing.T) {
@@ -52,6 +87,32 @@ func TestNetlinkBadAttrs(t *testing.T) {
 	}
 	if err := v.addAddr(addr); err == nil {
 		t.Errorf("addAddr: no error")
+	}
+}
+
+// An RTM_NEWLINK message of an ifinfomsg and no attribute is a link (the
+// header names its index, type and flags; what attributes would say keeps
+// its defaults); one shorter than an ifinfomsg is skipped. The kernel
+// always sends IFLA_IFNAME, so only a forged message reaches the first.
+func TestNetlinkLinkWithoutAttrs(t *testing.T) {
+	data := make([]byte, syscall.SizeofIfInfomsg)
+	binary.NativeEndian.PutUint16(data[2:4], syscall.ARPHRD_ETHER)
+	binary.NativeEndian.PutUint32(data[4:8], 7)
+	binary.NativeEndian.PutUint32(data[8:12], syscall.IFF_UP)
+	var v netlinkView
+	for _, d := range [][]byte{data, data[:syscall.SizeofIfInfomsg-1]} {
+		m := &syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: syscall.RTM_NEWLINK}, Data: d}
+		if err := v.addLink(m); err != nil {
+			t.Fatalf("addLink of %d bytes: %v", len(d), err)
+		}
+	}
+	if len(v.links) != 1 {
+		t.Fatalf("links %+v, want the one of the whole ifinfomsg", v.links)
+	}
+	l := v.links[0]
+	if l.ifi.Index != 7 || l.ifi.Flags&net.FlagUp == 0 || l.ifi.Name != "" || l.ifi.MTU != 0 || l.info.operState != "unknown" ||
+		l.info.kind != infiniband.NetdevEthernet {
+		t.Errorf("link %+v, want index 7, up, Ethernet, no name, no MTU, operstate unknown", l)
 	}
 }
 

@@ -130,3 +130,90 @@ func TestWidePollKeepsPace(t *testing.T) {
 	poll("still single: a wake reads one slot", true, 1)
 	poll("the rest", false, 2)
 }
+
+// Sleeping narrow, a Poll after a one-slot read (a probe) that finds a
+// multicast datagram already waiting makes the pace a stream; one that
+// finds a unicast datagram, read because the watch saw it there, says
+// nothing of the pace (the watch's kick, not the probe, found it).
+func TestNarrowProbePace(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.201.9.1", false)
+	_, ah := s.join("239.201.9.1", true)
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	kk := soft.RecvWaiterHooksOf(a.qp)
+	nfd := kk.NarrowFd()
+	var k kicks
+	require.NoError(t, kk.SetKick(k.kick))
+	a.postRecvs(0, 16)
+	wcs := make([]verbs.WC, 8)
+	poll := func(what string, woken bool, want int, pace string) {
+		t.Helper()
+		var got int
+		var err error
+		if woken {
+			got, err = soft.PollRecvWoken(a.qp, wcs)
+		} else {
+			got, err = a.qp.RecvCQ().Poll(wcs)
+		}
+		require.NoError(t, err)
+		require.Equal(t, want, got, what)
+		require.Equal(t, pace, soft.Pace(a.qp), "%s: the pace after", what)
+	}
+	mc := func(what string) {
+		t.Helper()
+		s.send(ah, m.RemoteQPN, []byte(what), 0, 0)
+		require.True(t, waitReadable(t, nfd, 2*time.Second), "%s: the multicast datagram", what)
+	}
+
+	require.True(t, kk.Narrow(), "narrow before any unicast")
+	poll("a narrow Poll of nothing", false, 0, "stream")
+	mc("one")
+	poll("one datagram a wake: request/response", true, 1, "single")
+	mc("two")
+	poll("a one-slot read: a probe", false, 1, "probe")
+
+	before := k.n.Load()
+	s.send(uah, a.qp.QPN(), []byte("unicast"), 0, 0)
+	require.True(t, k.waitFor(t, before+1, 2*time.Second), "a unicast datagram did not kick")
+	poll("a probe that finds the watch's unicast datagram", false, 1, "probe")
+	require.Equal(t, "unicast", string(a.buf(wcs[0])[verbs.GRHSize:]))
+
+	mc("three")
+	poll("a probe that finds a multicast datagram waiting", false, 1, "stream")
+	require.Equal(t, "three", string(a.buf(wcs[0])[verbs.GRHSize:]))
+}
+
+// Polls not after a wake take turns at which socket they read first, so
+// that a busy socket does not starve the other: with datagrams waiting on
+// both, two one-completion Polls in a row take one from each.
+func TestPollsTakeTurns(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	m, _ := a.join("239.201.9.2", false)
+	_, ah := s.join("239.201.9.2", true)
+	uah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	a.postRecvs(0, 8)
+	for i := range 2 {
+		s.send(ah, m.RemoteQPN, []byte{'m', byte('0' + i)}, 0, 0)
+	}
+	for i := range 2 {
+		s.send(uah, a.qp.QPN(), []byte{'u', byte('0' + i)}, 0, 0)
+	}
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(a.qp).NarrowFd(), 2*time.Second), "the multicast datagrams")
+	require.True(t, waitReadable(t, soft.UnicastFd(a.qp), 2*time.Second), "the unicast datagrams")
+
+	wcs := make([]verbs.WC, 1)
+	var from []byte // the socket of each datagram read: 'm' or 'u'
+	for range 2 {
+		n, err := a.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "a Poll with datagrams on both sockets")
+		from = append(from, a.buf(wcs[0])[verbs.GRHSize])
+		a.postRecvs(int(wcs[0].WRID), 1)
+	}
+	require.NotEqual(t, from[0], from[1], "two Polls in a row read %q: the same socket first", from)
+	require.Len(t, a.recv(2, 2*time.Second), 2, "the other two")
+}

@@ -26,3 +26,28 @@ func TestDevicesOnePerNetdev(t *testing.T) {
 		require.NotEmpty(t, d.Name, "device %d of %d: %+v", i, len(devs), d)
 	}
 }
+
+// The software device's max_qp_wr is 16384 (rdmanet documents it, in
+// ListenConfig's depths), and it is the limit CreateQP holds to: a queue
+// that deep is made, one deeper refused, send or receive.
+func TestMaxQPWR(t *testing.T) {
+	const limit = 16384
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	devs, err := p.Devices()
+	require.NoError(t, err)
+	for _, d := range devs {
+		require.Equal(t, limit, d.MaxQPWR, "%s's MaxQPWR", d.Name)
+	}
+	for _, cfg := range []verbs.QPConfig{{SendDepth: limit, RecvDepth: limit}, {SendDepth: limit + 1}, {RecvDepth: limit + 1}} {
+		id, err := p.Bind(verbs.BindConfig{})
+		require.NoError(t, err)
+		_, err = id.CreateQP(cfg)
+		require.NoError(t, id.Close())
+		if cfg.SendDepth > limit || cfg.RecvDepth > limit {
+			require.Error(t, err, "CreateQP of depths %d/%d", cfg.SendDepth, cfg.RecvDepth)
+		} else {
+			require.NoError(t, err, "CreateQP of depths %d/%d", cfg.SendDepth, cfg.RecvDepth)
+		}
+	}
+}

@@ -294,6 +294,45 @@ func TestTailScratchBound(t *testing.T) {
 	}
 }
 
+// TestInPlaceBoundary: a posted buffer with room past GRH + MTU for
+// ImmDt, pad and ICRC (11 bytes) takes a datagram in place, a shorter one
+// scattered, and either way a datagram whose payload fits the buffer is
+// read whole and accepted, read with control messages or bare: at 10
+// bytes past GRH + MTU (scattered) one whose ICRC runs into the tail
+// scratch, at 12 (in place) one that fills the buffer to its last byte
+// (a bare read takes it with recvfrom, which reports the datagram's
+// length: equal to the buffer's is not cut). Their payloads are 8 bytes
+// over the MTU, which the receiver does not check.
+func TestInPlaceBoundary(t *testing.T) {
+	r := newRawSender(t)
+	for _, only := range []bool{false, true} {
+		for _, past := range []int{10, 12} {
+			t.Run(fmt.Sprintf("GRHAddressesOnly=%v/MTU+%d", only, past), func(t *testing.T) {
+				b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
+				mtu := b.id.Local().MTU
+				uni := b.qp.UnicastIP()
+				h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+				payload := make([]byte, mtu+8) // no pad: BTH, DETH, payload, ICRC
+				for i := range payload {
+					payload[i] = byte(i * 7)
+				}
+				size := verbs.GRHSize + mtu + past
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: uint32(size), LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				before, bare := b.qp.Drops(), soft.BareReads(b.qp)
+				r.send(t, r.datagram(h, payload, uni), uni)
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())
+				require.Equal(t, only, soft.BareReads(b.qp) > bare, "read bare")
+				require.Equal(t, verbs.WCSuccess, wcs[0].Status)
+				require.Equal(t, uint32(verbs.GRHSize+len(payload)), wcs[0].ByteLen)
+				require.Equal(t, payload, b.buf(wcs[0])[verbs.GRHSize:])
+				require.Equal(t, dropTotal(before), dropTotal(b.qp.Drops()), "drops")
+			})
+		}
+	}
+}
+
 // TestBareReadsInSteadyState: request/response traffic to a
 // GRHAddressesOnly QP with one group is read bare from the second
 // datagram on, whether Poll follows a wake (one-slot reads) or checks
@@ -405,4 +444,101 @@ func TestOrigDstKeptAcrossBareUnicastRead(t *testing.T) {
 	require.NotZero(t, soft.BareReads(b.qp), "got no bare read, want the unicast one read bare")
 	a.send(ahs[1], qpn, []byte("to the second group"), 0, 0)
 	wantDst("multicast after a bare unicast read", net.ParseIP(groups[1]))
+}
+
+// TestImmShortPayloads: a datagram with immediate data has its payload
+// moved down over the ImmDt to the buffer's start, scattered or in
+// place, for payloads of one byte and a few: every byte moved.
+func TestImmShortPayloads(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	mtu := b.id.Local().MTU
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	for _, inPlace := range []bool{false, true} {
+		for _, n := range []int{1, 2, 5} {
+			t.Run(fmt.Sprintf("inPlace=%v/%d", inPlace, n), func(t *testing.T) {
+				size := uint32(bufSize)
+				if inPlace {
+					size = uint32(verbs.GRHSize + mtu + 4 + 3 + 4)
+				}
+				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: size, LKey: b.mr.LKey()}}})
+				require.NoError(t, err)
+				payload := []byte("abcde")[:n]
+				e.send(ah, b.qp.QPN(), payload, verbs.SendWithImm, 0xA1B2C3D4)
+				wcs := b.recv(1, 2*time.Second)
+				require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())
+				require.NotZero(t, wcs[0].Flags&verbs.WCWithImm)
+				require.Equal(t, uint32(0xA1B2C3D4), wcs[0].Imm)
+				require.Equal(t, payload, b.buf(wcs[0])[verbs.GRHSize:])
+			})
+		}
+	}
+}
+
+// TestBareReadsWaitForTheMulticastSocket: what makes bare reads of the
+// multicast socket safe again after a leave is that socket read dry, not
+// the unicast one. A wake reads the unicast socket first (the last
+// datagram came from there) and finds it empty; the multicast socket
+// still holds a datagram for the group just left, which must be read
+// with its destination (not for us), not bare as the sole group's (a bad
+// ICRC).
+func TestBareReadsWaitForTheMulticastSocket(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	r := newRawSender(t)
+	g1, g2 := [4]byte{239, 201, 9, 14}, [4]byte{239, 201, 9, 15}
+	ip := func(g [4]byte) string { return net.IP(g[:]).String() }
+	b.postRecvs(0, 16)
+	b.join(ip(g1), false)
+	m2, _ := b.join(ip(g2), false)
+
+	uni := b.qp.UnicastIP()
+	hu := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	r.send(t, r.datagram(hu, []byte("unicast"), uni), uni)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	require.Equal(t, "unicast", string(b.buf(wcs[0])[verbs.GRHSize:]))
+
+	hm := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	r.send(t, r.datagram(hm, []byte("for g2"), g2), g2)
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(b.qp).NarrowFd(), 2*time.Second), "g2's datagram")
+	require.NoError(t, b.id.Leave(m2.MGID))
+
+	n, err := soft.PollRecvWoken(b.qp, make([]verbs.WC, 4))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, soft.Drops{NotForUs: 1}, b.qp.Drops(), "the left group's datagram")
+}
+
+// TestWakeReadsPastADroppedDatagram: a Poll goes on to the other socket
+// when all it read from one was dropped: it returns 0 only with both
+// sockets read dry (a reader then sleeps on a channel that must not be
+// readable). Here a wake reads the multicast socket first (where the
+// last datagram came from), finds a datagram with a bad Q_Key, and must
+// return the good unicast one in the same Poll.
+func TestWakeReadsPastADroppedDatagram(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{})
+	r := newRawSender(t)
+	g := [4]byte{239, 201, 9, 16}
+	b.join(net.IP(g[:]).String(), false)
+	b.postRecvs(0, 8)
+	hm := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	r.send(t, r.datagram(hm, []byte("multicast"), g), g)
+	wcs := b.recv(1, 2*time.Second) // the last datagram came from the multicast socket
+	require.Len(t, wcs, 1)
+
+	hm.QKey ^= 1
+	r.send(t, r.datagram(hm, []byte("bad Q_Key"), g), g)
+	uni := b.qp.UnicastIP()
+	hu := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	r.send(t, r.datagram(hu, []byte("unicast"), uni), uni)
+	require.True(t, waitReadable(t, soft.RecvWaiterHooksOf(b.qp).NarrowFd(), 2*time.Second), "the multicast datagram")
+	require.True(t, waitReadable(t, soft.UnicastFd(b.qp), 2*time.Second), "the unicast datagram")
+
+	w := make([]verbs.WC, 4)
+	n, err := soft.PollRecvWoken(b.qp, w)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a wake that dropped the multicast socket's datagram (drops %+v)", b.qp.Drops())
+	require.Equal(t, "unicast", string(b.buf(w[0])[verbs.GRHSize:]))
+	require.Equal(t, soft.Drops{BadQKey: 1}, b.qp.Drops())
 }

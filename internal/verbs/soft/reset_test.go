@@ -135,3 +135,40 @@ func TestReadyAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, verbs.ErrClosed)
 	require.ErrorIs(t, qp.Reset(), verbs.ErrClosed)
 }
+
+// TestResetNetdevGone: Reset of a QP whose netdev was deleted fails with
+// ErrPortDown (the netdev's index names no interface any more), doing
+// nothing; the QP stays in the error state.
+func TestResetNetdevGone(t *testing.T) {
+	if testenv.Device() != "" {
+		// As TestBindNetdevWithoutIPv4: the VM's ip makes no named
+		// veth peer; the host runs it.
+		t.Skip("the VM's ip makes no named veth peer; run on the host")
+	}
+	if !testenv.InOwnNetns(t, "ip link add rs0 type veth peer name rs1", "ip addr add 10.81.0.1/24 dev rs0",
+		"ip link set rs1 up", "ip link set rs0 up") {
+		return
+	}
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	// The veth carries traffic once linkwatch turns its operstate up
+	// (up to a second after its carrier); until then Bind refuses it.
+	var id verbs.ID
+	require.Eventually(t, func() bool {
+		id, err = p.Bind(verbs.BindConfig{Device: "sw-rs0"})
+		return err == nil
+	}, 10*time.Second, time.Millisecond, "Bind to rs0 never worked")
+	defer id.Close()
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NoError(t, soft.InjectEvent(id, verbs.Event{Type: verbs.EventQPError}))
+
+	out, err := exec.Command("ip", "link", "del", "rs0").CombinedOutput()
+	require.NoError(t, err, "ip link del rs0: %s", out)
+	err = qp.Reset()
+	require.ErrorIs(t, err, verbs.ErrPortDown)
+	t.Logf("Reset with rs0 deleted: %v", err)
+	ready, err := qp.Ready()
+	require.NoError(t, err)
+	require.False(t, ready, "a failed Reset leaves the QP in the error state")
+}

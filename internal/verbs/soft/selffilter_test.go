@@ -4,6 +4,7 @@ package soft_test
 
 import (
 	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/roce"
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
@@ -179,4 +181,50 @@ func datagramFrom(t *testing.T, h roce.Header, payload []byte, src [4]byte, spor
 	require.NoError(t, err)
 	binary.LittleEndian.PutUint32(d[len(d)-4:], crc)
 	return d
+}
+
+// TestSelfFilterPassesZeroNetSource: the filter compares the datagram's
+// IPv4 source with the QP's address first and passes every other source,
+// even one that, as a number, is the QP's QPN (0.x.y.z: an address the
+// kernel routes nowhere and drops as a martian on input; forged here with
+// IP_HDRINCL and looped back on lo, which keeps the packet's output route
+// and so skips that check). (In a namespace of its own: it sends forged
+// packets.)
+func TestSelfFilterPassesZeroNetSource(t *testing.T) {
+	if !testenv.InOwnNetns(t) {
+		return
+	}
+	a := newEndpoint(t, verbs.QPConfig{BlockSelfMulticastLoopback: true})
+	require.True(t, soft.SelfFiltered(a.qp))
+	a.postRecvs(0, 4)
+	a.join("239.201.15.4", false)
+	group := [4]byte{239, 201, 15, 4}
+	qpn := a.qp.QPN()
+	src := [4]byte{0, byte(qpn >> 16), byte(qpn >> 8), byte(qpn)}
+
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	lo, err := net.InterfaceByName("lo")
+	require.NoError(t, err)
+	require.NoError(t, unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF,
+		&unix.IPMreqn{Address: [4]byte{127, 0, 0, 1}, Ifindex: int32(lo.Index)}))
+
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: verbs.MulticastQPN, PSN: 1, QKey: verbs.DefaultQKey, SrcQPN: 0x4242}
+	d := datagramFrom(t, h, []byte("from 0/8"), src, roce.UDPPort, group)
+	pkt := make([]byte, 28+len(d))
+	pkt[0], pkt[6], pkt[8], pkt[9] = 0x45, 0x40, 64, unix.IPPROTO_UDP // DF, TTL 64; ID 0 as sealed
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	copy(pkt[12:], src[:])
+	copy(pkt[16:], group[:])
+	binary.BigEndian.PutUint16(pkt[20:], roce.UDPPort)
+	binary.BigEndian.PutUint16(pkt[22:], roce.UDPPort)
+	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(d))) // no UDP checksum
+	copy(pkt[28:], d)
+	require.NoError(t, unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: group}))
+
+	wcs := a.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1, "the datagram from %v; drops %+v", net.IP(src[:]), a.qp.Drops())
+	assert.Equal(t, []byte("from 0/8"), a.buf(wcs[0])[verbs.GRHSize:])
+	assert.Equal(t, uint32(0x4242), wcs[0].SrcQP)
 }

@@ -59,8 +59,9 @@ func TestBatchLastOneBytePayload(t *testing.T) {
 
 // A send carries its work request's Q_Key, not the sender's own, unless
 // the request's has the high bit set: then the QP's own, as verbs does.
+// The other Q_Key has its low bit set too: only the high bit counts.
 func TestSendQKey(t *testing.T) {
-	const otherQKey = 0x0BADC0DE
+	const otherQKey = 0x0BADF00D
 	e := newEndpoint(t, verbs.QPConfig{})
 	b := newEndpoint(t, verbs.QPConfig{QKey: otherQKey})
 	c := newEndpoint(t, verbs.QPConfig{})

@@ -84,3 +84,41 @@ func TestLoneSendErrorReturnsErrno(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "got %d completions, want none for a WR not posted", n)
 }
+
+// A lone WR too big for its route's MTU (DF is set: EMSGSIZE) fails
+// alone: PostSend returns sendto's error and completes nothing, and the
+// QP still sends runs as GSO. Only a run the route refuses is sent again
+// one datagram at a time (and ends the QP's runs); a lone datagram has
+// nothing to cut. (In a namespace of its own: it adds a route.)
+func TestLoneSendTooBigForRoute(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip route add 10.255.0.0/16 dev lo mtu lock 576") {
+		return
+	}
+	e := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
+	gid, err := infiniband.ParseGID("::ffff:10.255.0.1")
+	require.NoError(t, err)
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: gid, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+
+	wr := verbs.SendWR{WRID: 5, SGE: e.sendSGE(0, 1000), AH: ah, RemoteQPN: 0x11,
+		RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled}
+	n, err := e.qp.PostSend([]verbs.SendWR{wr})
+	require.ErrorIs(t, err, unix.EMSGSIZE, "got %v, want sendto's EMSGSIZE", err)
+	require.Zero(t, n, "got %d posted, want 0", n)
+	wcs := make([]verbs.WC, 8)
+	n, err = e.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Zero(t, n, "got %d completions, want none for a WR not posted", n)
+
+	// A run that fits the route goes as one GSO message.
+	refused, restore := soft.RefuseGSO(unix.EPERM)
+	defer restore()
+	wrs := make([]verbs.SendWR, 4)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, 100), AH: ah, RemoteQPN: 0x11, RemoteQKey: e.qp.QKey()}
+	}
+	n, err = e.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	require.Equal(t, int32(1), refused.Load(), "the run after a lone EMSGSIZE was not sent as GSO")
+}

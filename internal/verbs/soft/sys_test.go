@@ -162,3 +162,37 @@ func fullSocketpair(t *testing.T) (fds [2]int, n int) {
 		require.NoError(t, err)
 	}
 }
+
+// TestParseCmsgsShort: a control message shorter than its value (one byte
+// short of IP_ORIGDSTADDR's sockaddr_in, or of IP_TTL's, SO_RXQ_OVFL's or
+// UDP_GRO's u32) is skipped, not read past, and the message after it is
+// still read. The kernel sends whole values; these are forged.
+func TestParseCmsgsShort(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		level, typ int32
+		len        int
+	}{
+		{"IP_ORIGDSTADDR", unix.IPPROTO_IP, unix.IP_ORIGDSTADDR, unix.SizeofSockaddrInet4 - 1},
+		{"IP_TTL", unix.IPPROTO_IP, unix.IP_TTL, 3},
+		{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 3},
+		{"UDP_GRO", unix.SOL_UDP, unix.UDP_GRO, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]byte, unix.CmsgSpace(tc.len)+unix.CmsgSpace(1))
+			h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+			h.Level, h.Type = tc.level, tc.typ
+			h.SetLen(unix.CmsgLen(tc.len))
+			for i := range tc.len {
+				b[unix.CmsgLen(0)+i] = 0x7F
+			}
+			h = (*unix.Cmsghdr)(unsafe.Pointer(&b[unix.CmsgSpace(tc.len)]))
+			h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+			h.SetLen(unix.CmsgLen(1))
+			b[unix.CmsgSpace(tc.len)+unix.CmsgLen(0)] = 0xB8
+			var m rxMeta
+			require.NotPanics(t, func() { parseCmsgs(b, &m) }, "parseCmsgs read a short %s", tc.name)
+			require.Equal(t, rxMeta{tos: 0xB8}, m, "a short %s is skipped, the IP_TOS after it read", tc.name)
+		})
+	}
+}
