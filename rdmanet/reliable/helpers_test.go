@@ -193,3 +193,24 @@ func waitReceivers(t testing.TB, tx *Conn, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// handOverToReader waits until a reader in r's ReadFrom asks for the
+// underlying conn, sends a datagram not of the protocol from raw (any
+// datagram ends the receive loop's batch, and it hands over; r counts it
+// Malformed) and waits until the reader reads the underlying conn itself
+// (rxReader, blocked in it).
+func handOverToReader(t testing.TB, r *Conn, raw *rdmanet.Conn, group *net.UDPAddr) {
+	t.Helper()
+	x := &r.rx
+	locked := func(f func() bool) func() bool {
+		return func() bool {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			return f()
+		}
+	}
+	waitCond(t, "the reader asks for the underlying conn", locked(func() bool { return x.want }))
+	_, err := raw.WriteTo([]byte("not ours"), group)
+	require.NoError(t, err)
+	waitCond(t, "the reader reads the underlying conn", locked(func() bool { return x.owner == rxReader && x.blocked }))
+}

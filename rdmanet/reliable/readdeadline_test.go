@@ -23,18 +23,7 @@ func TestReadDeadlineWhileReadingInline(t *testing.T) {
 		_, _, err := r.ReadFrom(make([]byte, 64))
 		done <- err
 	}()
-	rx := func(f func(x *rxState) bool) func() bool {
-		return func() bool {
-			r.rx.mu.Lock()
-			defer r.rx.mu.Unlock()
-			return f(&r.rx)
-		}
-	}
-	waitCond(t, "the reader asks for the underlying conn", rx(func(x *rxState) bool { return x.want }))
-	// Any datagram ends the receive loop's batch, and it hands over.
-	_, err := raw.WriteTo([]byte("not ours"), group)
-	require.NoError(t, err)
-	waitCond(t, "the reader reads the underlying conn", rx(func(x *rxState) bool { return x.owner == rxReader && x.blocked }))
+	handOverToReader(t, r, raw, group)
 
 	start := time.Now()
 	require.NoError(t, r.SetReadDeadline(start.Add(300*time.Millisecond)))

@@ -233,11 +233,7 @@ func TestReaderRelievedAtRxAway(t *testing.T) {
 			x.mu.Unlock()
 			done <- err
 		}()
-		waitCond(t, "the reader asks for the underlying conn", locked(func() bool { return x.want }))
-		// Any datagram ends the receive loop's batch, and it hands over.
-		_, err := raw.WriteTo([]byte("not ours"), group)
-		require.NoError(t, err)
-		waitCond(t, "the reader reads the underlying conn", locked(func() bool { return x.owner == rxReader && x.blocked }))
+		handOverToReader(t, r, raw, group)
 		require.NoError(t, r.SetReadDeadline(time.Now()))
 		require.ErrorIs(t, <-done, os.ErrDeadlineExceeded)
 		require.NoError(t, r.SetReadDeadline(time.Time{}))
