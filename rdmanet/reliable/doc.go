@@ -180,7 +180,7 @@
 // repairs 1.00-1.03, and the time from loss to repair, at 1,000
 // messages a second, about 3 round trips at 4 receivers and 5-7 at 64
 // (the back-off's bound grows with ln N). In milliseconds it grows more
-// there (0.3-0.4 ms at 4, 4.4-6.0 ms at 64): every multicast wakes all
+// there (0.3-0.4 ms at 4, 4.4-7.0 ms at 64): every multicast wakes all
 // 64 readers on the same two cores, so the round trip itself grows
 // 7-10x, as it would not with one receiver a host. With the two cores
 // overloaded by other work, 64 receivers sent 1.9-4.2 NAKs a loss: a
