@@ -167,13 +167,7 @@ func TestPartialPostOfPlainMemorySignalsNothingMore(t *testing.T) {
 func TestPartialPostEndingSignaledSignalsNothingMore(t *testing.T) {
 	t.Parallel()
 	c, g, ga, r := signalListen(t)
-	for i := range 15 {
-		_, err := c.WriteTo([]byte{byte(i)}, g)
-		require.NoError(t, err)
-	}
-	sb, err := c.NewSendBuffer(4096)
-	require.NoError(t, err)
-	buf := sb.Bytes()
+	buf := sendBufferAfter15(t, c, g)
 	r.refuseNextBatch()
 	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
 	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
@@ -193,13 +187,7 @@ func TestPartialPostEndingSignaledSignalsNothingMore(t *testing.T) {
 func TestWaitSendsUpToTheLastSignaledSendWaits(t *testing.T) {
 	t.Parallel()
 	c, g, ga, r := signalListen(t)
-	for i := range 15 {
-		_, err := c.WriteTo([]byte{byte(i)}, g)
-		require.NoError(t, err)
-	}
-	sb, err := c.NewSendBuffer(4096)
-	require.NoError(t, err)
-	buf := sb.Bytes()
+	buf := sendBufferAfter15(t, c, g)
 	for _, wrid := range []uint64{15, 16} {
 		r.refuseNextBatch()
 		n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
@@ -210,9 +198,23 @@ func TestWaitSendsUpToTheLastSignaledSendWaits(t *testing.T) {
 	require.Equal(t, uint64(17), c.SendsPosted())
 
 	require.NoError(t, c.SetWriteDeadline(time.Now().Add(-time.Second)))
-	err = c.WaitSends(16)
+	err := c.WaitSends(16)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "WaitSends(16), send 15 signaled and not completed")
 	require.NotContains(t, err.Error(), "not signaled")
 	err = c.WaitSends(17)
 	require.ErrorContains(t, err, "the sends waited for are not signaled yet", "WaitSends(17), send 16 unsignaled")
+}
+
+// sendBufferAfter15 writes sends 0-14 on c (plain memory; send 15 is the
+// next, signaled in its turn on a ring signaling every 16th) and returns
+// the bytes of a new SendBuffer.
+func sendBufferAfter15(t *testing.T, c *rdmanet.Conn, g net.Addr) []byte {
+	t.Helper()
+	for i := range 15 {
+		_, err := c.WriteTo([]byte{byte(i)}, g)
+		require.NoError(t, err)
+	}
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	return sb.Bytes()
 }

@@ -202,15 +202,21 @@ func waitReceivers(t testing.TB, tx *Conn, n int) {
 func handOverToReader(t testing.TB, r *Conn, raw *rdmanet.Conn, group *net.UDPAddr) {
 	t.Helper()
 	x := &r.rx
-	locked := func(f func() bool) func() bool {
-		return func() bool {
-			x.mu.Lock()
-			defer x.mu.Unlock()
-			return f()
-		}
-	}
+	locked := rxLocked(r)
 	waitCond(t, "the reader asks for the underlying conn", locked(func() bool { return x.want }))
 	_, err := raw.WriteTo([]byte("not ours"), group)
 	require.NoError(t, err)
 	waitCond(t, "the reader reads the underlying conn", locked(func() bool { return x.owner == rxReader && x.blocked }))
+}
+
+// rxLocked returns a wrapper of conditions on r.rx: each runs under
+// r.rx.mu (for waitCond).
+func rxLocked(r *Conn) func(f func() bool) func() bool {
+	return func(f func() bool) func() bool {
+		return func() bool {
+			r.rx.mu.Lock()
+			defer r.rx.mu.Unlock()
+			return f()
+		}
+	}
 }

@@ -212,13 +212,7 @@ func TestReaderRelievedAtRxAway(t *testing.T) {
 	r := listenT(t, group, Config{StatusInterval: time.Hour, HeartbeatInterval: time.Second, HeartbeatMax: time.Minute})
 	raw := rawConn(t, group)
 	x := &r.rx
-	locked := func(f func() bool) func() bool {
-		return func() bool {
-			x.mu.Lock()
-			defer x.mu.Unlock()
-			return f()
-		}
-	}
+	locked := rxLocked(r)
 	var left int64
 	for try := 0; left == 0; try++ {
 		require.Less(t, try, 10, "the timer loop took the conn back each time before the test could look")
