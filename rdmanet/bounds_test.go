@@ -80,17 +80,10 @@ func TestListenConfigDepthAtTheSoftwareLimit(t *testing.T) {
 		t.Skip("the software backend's limit; rdma-core's device is checked by TestListenConfigBounds")
 	}
 	t.Parallel()
-	devs, err := rdmanet.Devices()
-	require.NoError(t, err)
-	limit := 0
-	for _, d := range devs {
-		if d.Name == "sw-lo" {
-			limit = d.MaxQPWR
-		}
-	}
+	limit := swLoMaxQPWR(t)
 	require.Equal(t, 16384, limit, "sw-lo's MaxQPWR")
 	require.NoError(t, listenErr(t, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = limit }))
-	err = listenErr(t, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = limit + 1 })
+	err := listenErr(t, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = limit + 1 })
 	require.ErrorContains(t, err, "rdmanet: ListenConfig.RecvDepth 16385 is over the device's limit 16384 (max_qp_wr of sw-lo)")
 }
 

@@ -38,6 +38,18 @@ func findDevice(devs []rdmanet.Device, name string) *rdmanet.Device {
 	return nil
 }
 
+// swLoMaxQPWR returns the software backend's lo device's MaxQPWR (0: no
+// sw-lo).
+func swLoMaxQPWR(t *testing.T) int {
+	t.Helper()
+	devs, err := rdmanet.Devices()
+	require.NoError(t, err)
+	if lo := findDevice(devs, "sw-lo"); lo != nil {
+		return lo.MaxQPWR
+	}
+	return 0
+}
+
 // Backends lists the backends in name order; the software one runs
 // anywhere and sees lo as sw-lo, with 127.0.0.1's RoCE v2 GID; in the rxe
 // VM rdma-core runs and sees the test device, with its address's GID. A

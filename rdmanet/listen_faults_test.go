@@ -136,14 +136,7 @@ func TestCreateQPFailureAtTheLimitNotExplained(t *testing.T) {
 	softOnly(t)
 	t.Parallel()
 	backend := faults(t, &rdmanet.Faults{CreateQP: func() error { return errFault }})
-	devs, err := rdmanet.Devices()
-	require.NoError(t, err)
-	limit := 0
-	for _, d := range devs {
-		if d.Name == "sw-lo" {
-			limit = d.MaxQPWR
-		}
-	}
+	limit := swLoMaxQPWR(t)
 	require.Positive(t, limit, "sw-lo's MaxQPWR")
 	for _, lc := range []rdmanet.ListenConfig{
 		{Backend: backend, RecvDepth: limit},
@@ -155,7 +148,7 @@ func TestCreateQPFailureAtTheLimitNotExplained(t *testing.T) {
 		require.NotContains(t, err.Error(), "over the device's limit", "RecvDepth %d, SendDepth %d", lc.RecvDepth, lc.SendDepth)
 	}
 	// One over is named, so the limit read above is the one checked.
-	err = listenFails(t, rdmanet.ListenConfig{Backend: backend, SendDepth: limit + 1}, nil)
+	err := listenFails(t, rdmanet.ListenConfig{Backend: backend, SendDepth: limit + 1}, nil)
 	require.ErrorContains(t, err, fmt.Sprintf("rdmanet: ListenConfig.SendDepth %d is over the device's limit %d (max_qp_wr of sw-lo)", limit+1, limit))
 }
 
