@@ -67,19 +67,34 @@ func TestLoneSendErrorReturnsErrno(t *testing.T) {
 		return
 	}
 	e := newEndpoint(t, verbs.QPConfig{})
+	ah := ahTo10_255_0_1(t, e)
+	out, err := exec.Command("ip", "route", "add", "unreachable", "10.255.0.1/32").CombinedOutput()
+	require.NoError(t, err, "ip route add unreachable: %s", out)
+	loneSendFails(t, e, ah, 100, unix.EHOSTUNREACH)
+}
+
+// ahTo10_255_0_1 is an AH of e's QP to ::ffff:10.255.0.1, which the
+// lone-send tests route in a namespace of their own.
+func ahTo10_255_0_1(t *testing.T, e *endpoint) verbs.AH {
+	t.Helper()
 	gid, err := infiniband.ParseGID("::ffff:10.255.0.1")
 	require.NoError(t, err)
 	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: gid, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
-	out, err := exec.Command("ip", "route", "add", "unreachable", "10.255.0.1/32").CombinedOutput()
-	require.NoError(t, err, "ip route add unreachable: %s", out)
+	return ah
+}
 
-	wr := verbs.SendWR{WRID: 5, SGE: e.sendSGE(0, 100), AH: ah, RemoteQPN: 0x11,
+// loneSendFails posts one signaled WR of size bytes to ah and wants
+// PostSend to return sendto's want, with nothing posted and nothing
+// completed.
+func loneSendFails(t *testing.T, e *endpoint, ah verbs.AH, size int, want unix.Errno) {
+	t.Helper()
+	wr := verbs.SendWR{WRID: 5, SGE: e.sendSGE(0, size), AH: ah, RemoteQPN: 0x11,
 		RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled}
 	n, err := e.qp.PostSend([]verbs.SendWR{wr})
-	require.ErrorIs(t, err, unix.EHOSTUNREACH, "got %v, want sendto's EHOSTUNREACH", err)
+	require.ErrorIs(t, err, want, "got %v, want sendto's %v", err, want)
 	require.Zero(t, n, "got %d posted, want 0", n)
-	wcs := make([]verbs.WC, 4)
+	wcs := make([]verbs.WC, 8)
 	n, err = e.qp.SendCQ().Poll(wcs)
 	require.NoError(t, err)
 	require.Zero(t, n, "got %d completions, want none for a WR not posted", n)
@@ -95,20 +110,8 @@ func TestLoneSendTooBigForRoute(t *testing.T) {
 		return
 	}
 	e := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
-	gid, err := infiniband.ParseGID("::ffff:10.255.0.1")
-	require.NoError(t, err)
-	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: gid, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
-
-	wr := verbs.SendWR{WRID: 5, SGE: e.sendSGE(0, 1000), AH: ah, RemoteQPN: 0x11,
-		RemoteQKey: e.qp.QKey(), Flags: verbs.SendSignaled}
-	n, err := e.qp.PostSend([]verbs.SendWR{wr})
-	require.ErrorIs(t, err, unix.EMSGSIZE, "got %v, want sendto's EMSGSIZE", err)
-	require.Zero(t, n, "got %d posted, want 0", n)
-	wcs := make([]verbs.WC, 8)
-	n, err = e.qp.SendCQ().Poll(wcs)
-	require.NoError(t, err)
-	require.Zero(t, n, "got %d completions, want none for a WR not posted", n)
+	ah := ahTo10_255_0_1(t, e)
+	loneSendFails(t, e, ah, 1000, unix.EMSGSIZE)
 
 	// A run that fits the route goes as one GSO message.
 	refused, restore := soft.RefuseGSO(unix.EPERM)
@@ -117,7 +120,7 @@ func TestLoneSendTooBigForRoute(t *testing.T) {
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, 100), AH: ah, RemoteQPN: 0x11, RemoteQKey: e.qp.QKey()}
 	}
-	n, err = e.qp.PostSend(wrs)
+	n, err := e.qp.PostSend(wrs)
 	require.NoError(t, err)
 	require.Equal(t, len(wrs), n)
 	require.Equal(t, int32(1), refused.Load(), "the run after a lone EMSGSIZE was not sent as GSO")
