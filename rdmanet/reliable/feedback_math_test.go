@@ -31,7 +31,7 @@ func TestGsizeCode(t *testing.T) {
 
 func TestBackoffBound(t *testing.T) {
 	ms := int64(time.Millisecond)
-	want := func(g int, srtt int64) int64 { return int64(4 * float64(g) * math.Ln2 * float64(srtt)) }
+	want := func(g int, srtt int64) int64 { return int64(3 * (float64(g)*math.Ln2 + 1) * float64(srtt)) }
 	for _, c := range []struct {
 		g           uint8
 		srtt, fixed int64
@@ -46,8 +46,8 @@ func TestBackoffBound(t *testing.T) {
 		{1, int64(minRTT) - 1, 0, want(1, int64(minRTT))},                           //
 		{1, int64(minRTT) + 1, 0, want(1, int64(minRTT)+1)},                         //
 		{1, 2 * int64(time.Second), 0, int64(time.Second)},                          // at most maxBackoff
-		{1, 300 * ms, 0, want(1, 300*ms)},                                           // 832 ms: under the bound
-		{2, 300 * ms, 0, int64(time.Second)},                                        // 1.66 s: at the bound
+		{1, 150 * ms, 0, want(1, 150*ms)},                                           // 762 ms: under the bound
+		{2, 150 * ms, 0, int64(time.Second)},                                        // 1.07 s: at the bound
 		{4, ms, 7 * ms, 7 * ms},                                                     // NAKDelay replaces it
 		{0, ms, 1, 1},                                                               //
 	} {
