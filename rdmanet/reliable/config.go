@@ -64,7 +64,7 @@ type Config struct {
 
 	// NAKDelay, when set, is the fixed upper bound of the random delay
 	// before a receiver asks for a gap. By default the bound is
-	// 4·ln(N)·srtt (RFC 5401's back-off), N the group size the sender
+	// 3·(ln(N)+1)·srtt (RFC 5401's back-off), N the group size the sender
 	// advertises and srtt the smoothed round trip to it, starting from
 	// InitialRTT, at most 1 s; a lone receiver asks at once. When set,
 	// from 1 µs to 1 s.

@@ -71,7 +71,7 @@
 // NAK of a loss must go out about a round trip before the rest, whatever
 // the group's size: the back-off is a truncated exponential (RFC 5401
 // section 5; Nonnenmacher and Biersack 1999), a delay t on [0, T] with
-// density e^(λt/T), λ = ln N + 1, T = 4 · ln N · the smoothed round trip
+// density e^(λt/T), λ = ln N + 1, T = 3 · (ln N + 1) · the smoothed round trip
 // (at most 1 s; NAKDelay, when set, is T). N is the group size the
 // sender advertises in every data datagram and heartbeat: it counts the
 // receivers whose status it hears and sends ceil(log2 N) in 4 bits. A
@@ -156,33 +156,34 @@
 //
 //	receivers  loss         NAKs/loss  repairs/loss  repair time p50/p99 (RTTs)
 //	1          correlated   1.02       1.01          1.0 / 21
-//	4          correlated   1.73       1.01          2.0 / 6.3
-//	64         correlated   1.62       1.01          2.9 / 13
-//	1,000      correlated   1.48       1.01          5.1 / 20
-//	10,000     correlated   1.27       1.00          7.7 / 33
-//	64         independent  1.05       1.01          14 / 42
-//	10,000     independent  1.86       1.62          21 / 74
-//	10,000     independent  2.47       1.62          11 / 39   (a path twice as slow)
-//	10,000     independent  3.49       1.60          6.1 / 21  (InitialRTT a quarter of the path's)
-//	10,000     independent  2.05       1.73          9.0 / 46  (the same, after 500 rounds)
+//	4          correlated   1.50       1.01          2.4 / 8.0
+//	16         correlated   1.71       1.01          2.5 / 9.7
+//	64         correlated   1.69       1.01          2.5 / 12
+//	1,000      correlated   1.50       1.01          4.6 / 17
+//	10,000     correlated   1.45       1.00          6.5 / 26
+//	64         independent  1.05       1.01          13 / 41
+//	10,000     independent  1.90       1.55          17 / 60
+//	10,000     independent  2.34       1.57          9.0 / 33  (a path twice as slow)
+//	10,000     independent  4.08       1.62          5.0 / 18  (InitialRTT a quarter of the path's)
+//	10,000     independent  1.94       1.66          7.2 / 32  (the same, after 500 rounds)
 //
 // (Independent loss pays for the group-size scaling in time: a datagram
 // one receiver lost waits out a back-off sized for all. At 1% independent
 // loss a receiver takes part in one round in a hundred, so for the first
 // hundred or so rounds most receivers back off from InitialRTT: the
 // default, 200 µs, is meant to be at least half the fabric's round trip.
-// One a quarter of it costs 3-4 NAKs per loss over those first rounds;
+// One a quarter of it costs about 4 NAKs per loss over those first rounds;
 // on a fabric slower than 400 µs, set InitialRTT to its round trip.) Measured on the
 // software backend in one process on two cores, 1% nftables loss, 1 to
 // 64 receivers (TestFeedbackScale, the table and its command in
-// docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.5 /
-// 1.2-1.5 / 1.2-1.7 at 1 / 4 / 16 / 64 receivers on a quiet machine,
-// repairs 1.00-1.03, and the time from loss to repair, at 1,000
-// messages a second, about 3 round trips at 4 receivers and 5-7 at 64
-// (the back-off's bound grows with ln N). In milliseconds it grows more
-// there (0.3-0.4 ms at 4, 4.4-7.0 ms at 64): every multicast wakes all
-// 64 readers on the same two cores, so the round trip itself grows
-// 7-10x, as it would not with one receiver a host. With the two cores
+// docs/benchmarks.md): NAKs per lost datagram 1.0 / 1.1-1.4 /
+// 1.1-1.5 / 1.2-1.8 at 1 / 4 / 16 / 64 receivers on a quiet machine,
+// repairs 1.00-1.05, and the median time from loss to repair, at 1,000
+// messages a second, 3.4-4.3 round trips at 4 receivers and 4.3-6.9 at
+// 64 (1.0-1.7x). In milliseconds it grows more (0.3-0.7 ms at 4,
+// 3.7-5.4 ms at 64): every multicast wakes all 64 readers on the same
+// two cores, so the round trip itself grows 7-10x, as it would not with
+// one receiver a host. With the two cores
 // overloaded by other work, 64 receivers sent 1.9-4.2 NAKs a loss: a
 // starved process finds its timers due in bursts, before the repair
 // that would cancel them is sent (the sender starves too) or read.

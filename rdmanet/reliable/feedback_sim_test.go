@@ -247,7 +247,7 @@ func simulate(m simModel, seed uint64) simResult {
 
 // TestFeedbackSimulation: NAKs per lost datagram stay O(1) from 1 to
 // 10,000 receivers, each lost datagram is repaired about once, and the
-// time to repair grows with ln N only.
+// time to repair grows with ln N at most.
 //
 // Independent loss at 10,000 receivers is the hard case for a cold start:
 // a receiver learns its round trip only from rounds it takes part in,
@@ -255,7 +255,7 @@ func simulate(m simModel, seed uint64) simResult {
 // or so rounds most receivers back off from InitialRTT. The default
 // (200 µs) keeps NAKs per loss under 3 on paths up to twice as slow (a
 // 410 µs round trip); an InitialRTT a quarter of the path's round trip
-// costs 3-4 NAKs per loss over those first rounds, and under 3 once the
+// costs about 4 NAKs per loss over those first rounds, and under 3 once the
 // receivers have taken part in one (the warmed-up row).
 func TestFeedbackSimulation(t *testing.T) {
 	type row struct {
