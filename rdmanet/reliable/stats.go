@@ -154,6 +154,14 @@ func satAddCounter(a *atomic.Uint64, n uint64) {
 
 // Stats returns a snapshot of the conn's counters.
 func (c *Conn) Stats() Stats {
+	st := c.counters()
+	st.RTT = c.rcv.maxRTT()
+	st.Senders, st.RecvWindowBytes = c.rcv.windows()
+	return st
+}
+
+// counters returns the counters that take no lock.
+func (c *Conn) counters() Stats {
 	s := &c.stats
 	st := Stats{
 		MessagesSent: s.messagesSent.Load(), BytesSent: s.bytesSent.Load(),
@@ -176,7 +184,6 @@ func (c *Conn) Stats() Stats {
 	st.SendersForgotten = s.sendersForgotten.Load()
 	st.TooLong, st.Implausible = s.tooLong.Load(), s.implausible.Load()
 	st.Unsolicited, st.Own = s.unsolicited.Load(), s.own.Load()
-	st.RTT = c.rcv.maxRTT()
 	st.RepairBytes, st.RepairsRateLimited = s.repairBytes.Load(), s.rateLimited.Load()
 	st.GapsFilled, st.NAKsHeld = s.gapsFilled.Load(), s.naksHeld.Load()
 	if st.GapsFilled > 0 {
@@ -184,6 +191,5 @@ func (c *Conn) Stats() Stats {
 	}
 	st.RepairDelayMax = time.Duration(s.repairDelayMax.Load())
 	st.Unauthenticated, st.Replayed = s.unauthenticated.Load(), s.replayed.Load()
-	st.Senders, st.RecvWindowBytes = c.rcv.windows()
 	return st
 }

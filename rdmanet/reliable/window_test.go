@@ -28,12 +28,16 @@ func TestWindowPostedFromRegisteredMemory(t *testing.T) {
 	tx := listenT(t, group, Config{FlowControl: FlowMin, Window: 64, MaxMessage: 8 << 10})
 	size := tx.frag + tx.frag/2 // 2 fragments each
 	waitReceivers(t, tx, 2)
-	// Both counts at one moment: the sender's heartbeats go out under
-	// its lock.
+	// Both counts at one moment: the sender's heartbeats and "lost"
+	// answers go out under its lock, and the status reports and NAKs
+	// its receive side sends (to the receivers, which heartbeat too)
+	// under the receiver's.
 	snap := func() (Stats, rdmanet.Stats) {
+		tx.rcv.mu.Lock()
+		defer tx.rcv.mu.Unlock()
 		tx.snd.mu.Lock()
 		defer tx.snd.mu.Unlock()
-		return tx.Stats(), tx.Conn().Stats()
+		return tx.counters(), tx.Conn().Stats()
 	}
 	rbefore, before := snap()
 	sendAll(t, tx, group, rx, count, size, 10*time.Second)
