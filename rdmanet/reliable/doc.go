@@ -184,9 +184,10 @@
 // 3.7-5.4 ms at 64): every multicast wakes all 64 readers on the same
 // two cores, so the round trip itself grows 7-10x, as it would not with
 // one receiver a host. With the two cores
-// overloaded by other work, 64 receivers sent 1.9-4.2 NAKs a loss: a
-// starved process finds its timers due in bursts, before the repair
-// that would cancel them is sent (the sender starves too) or read.
+// overloaded by other work (load 4-5), 64 receivers sent 1.6-2.3 NAKs a
+// loss: a starved process finds its timers due in bursts, before the
+// repair that would cancel them is sent (the sender starves too) or
+// read.
 //
 // Runtime timers sleep about a millisecond at least when the process is
 // idle, so on Linux, while a NAK is pending, delays under 500 µs are slept
