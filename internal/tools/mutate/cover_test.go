@@ -2,7 +2,11 @@
 
 package main
 
-import "testing"
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
 
 func TestParseCoverKeepsExecutedLines(t *testing.T) {
 	prof := "mode: set\n" +
@@ -149,5 +153,33 @@ func TestSelectionNamesTheTestsOfItsLines(t *testing.T) {
 		if got := tc.selection(c.m); got != c.want {
 			t.Errorf("%s:%d-%d %s: selection %q, want %q", c.m.file, c.m.line, c.m.endLine, c.m.kind, got, c.want)
 		}
+	}
+}
+
+// The kinds outside the default set: each makes its one change, at the
+// operator.
+func TestOtherKinds(t *testing.T) {
+	src := []byte(`package p
+
+func f(a, b int) int {
+	if a < b {
+		a++
+	}
+	b--
+	return -a + b*2
+}
+`)
+	ms, err := fileMutants("pkg/p.go", src, map[string]bool{"cmpneg": true, "arith": true, "incdec": true, "neg": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, fmt.Sprintf("%d %s %s>%s", m.line, m.kind, m.orig, m.repl))
+	}
+	// In the order ast.Inspect meets them: the sum before its operands.
+	want := []string{"4 cmpneg <>>=", "5 incdec ++>--", "7 incdec -->++", "8 arith +>-", "8 neg ->+", "8 arith *>/"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -30,6 +30,14 @@
 //	errret   an `if err != nil { return ... }` block dropped (made
 //	         `_ = err`, so that err stays used)
 //
+// and, not in the default set, gremlins' defaults that these lack, for a
+// sample of kinds no test was written against:
+//
+//	cmpneg   an ordering comparison negated: < >=, <= >, > <=, >= <
+//	arith    an arithmetic operator swapped: + -, - +, * /, / *, % *
+//	incdec   x++ made x--, x-- made x++
+//	neg      a unary minus dropped: -x made +x
+//
 // Each mutant is applied alone to a copy of the module (made once, in a
 // temporary directory; the source tree is never touched), and the
 // package's tests run there with a per-mutant timeout, by default in a
@@ -48,7 +56,7 @@
 //	  -skip REGEXP   passed to go test -skip (e.g. to recheck a kill by a
 //	                 timing test without it)
 //	  -short         passed to go test
-//	  -kinds cmp,lit,counter,errret
+//	  -kinds cmp,lit,counter,errret  (also cmpneg, arith, incdec, neg)
 //	  -files REGEXP  only the files whose base name matches (e.g. '^(qp|cq)')
 //	  -match REGEXP  only the sampled mutants whose printed line matches
 //	  -netns=true    run the tests inside unshare -n
@@ -373,6 +381,19 @@ var flips = map[token.Token]token.Token{
 	token.EQL: token.NEQ, token.NEQ: token.EQL,
 }
 
+// negations are the cmpneg kind's changes, swaps the arith kind's (as
+// gremlins' CONDITIONALS_NEGATION and ARITHMETIC_BASE).
+var (
+	negations = map[token.Token]token.Token{
+		token.LSS: token.GEQ, token.LEQ: token.GTR,
+		token.GTR: token.LEQ, token.GEQ: token.LSS,
+	}
+	swaps = map[token.Token]token.Token{
+		token.ADD: token.SUB, token.SUB: token.ADD,
+		token.MUL: token.QUO, token.QUO: token.MUL, token.REM: token.MUL,
+	}
+)
+
 // fileMutants finds the mutation sites of one file.
 func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error) {
 	fset := token.NewFileSet()
@@ -419,9 +440,27 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 				return false
 			}
 		case *ast.BinaryExpr:
+			p, end := x.OpPos, x.OpPos+token.Pos(len(x.Op.String()))
 			if to, ok := flips[x.Op]; ok && want["cmp"] {
-				p := x.OpPos
-				add("cmp", p, p+token.Pos(len(x.Op.String())), to.String())
+				add("cmp", p, end, to.String())
+			}
+			if to, ok := negations[x.Op]; ok && want["cmpneg"] {
+				add("cmpneg", p, end, to.String())
+			}
+			if to, ok := swaps[x.Op]; ok && want["arith"] {
+				add("arith", p, end, to.String())
+			}
+		case *ast.IncDecStmt:
+			if want["incdec"] {
+				to := token.DEC
+				if x.Tok == token.DEC {
+					to = token.INC
+				}
+				add("incdec", x.TokPos, x.TokPos+2, to.String())
+			}
+		case *ast.UnaryExpr:
+			if x.Op == token.SUB && want["neg"] {
+				add("neg", x.OpPos, x.OpPos+1, "+")
 			}
 		case *ast.BasicLit:
 			if x.Kind == token.INT && want["lit"] {
