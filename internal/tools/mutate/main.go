@@ -447,7 +447,7 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 			if to, ok := negations[x.Op]; ok && want["cmpneg"] {
 				add("cmpneg", p, end, to.String())
 			}
-			if to, ok := swaps[x.Op]; ok && want["arith"] {
+			if to, ok := swaps[x.Op]; ok && want["arith"] && !isString(x.X) && !isString(x.Y) {
 				add("arith", p, end, to.String())
 			}
 		case *ast.IncDecStmt:
@@ -490,6 +490,20 @@ func fileMutants(rel string, src []byte, want map[string]bool) ([]mutant, error)
 		return true
 	})
 	return ms, nil
+}
+
+// isString: a string literal, or a sum with one (a concatenation, which
+// no other arithmetic operator builds).
+func isString(e ast.Expr) bool {
+	switch x := e.(type) {
+	case *ast.BasicLit:
+		return x.Kind == token.STRING
+	case *ast.BinaryExpr:
+		return x.Op == token.ADD && (isString(x.X) || isString(x.Y))
+	case *ast.ParenExpr:
+		return isString(x.X)
+	}
+	return false
 }
 
 // isCounterCall: x.Add(...), x.Inc(), or atomic.Add*(...).
