@@ -293,10 +293,17 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
-// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
-// none coalesced, counted from the last coalesced read: on after one
-// fewer, off after that many.
-func TestGROOffAfterQuietReads(t *testing.T) {
+// groQuiet is a sender and a receiver whose unicast socket has UDP_GRO
+// on, its count of quiet reads at 0: a run the kernel cut turned GRO on,
+// and a second run came coalesced, in one read. Of the receiver's nBufs
+// receives, all but the two runs' are posted.
+type groQuiet struct {
+	s, a *endpoint
+	ah   verbs.AH
+}
+
+func newGROQuiet(t *testing.T) *groQuiet {
+	t.Helper()
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
 	a := newEndpoint(t, verbs.QPConfig{GRO: true})
@@ -318,24 +325,59 @@ func TestGROOffAfterQuietReads(t *testing.T) {
 	}
 	reads, dgrams := soft.GROReads(a.qp)
 	require.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "the second run: one coalesced read")
+	return &groQuiet{s: s, a: a, ah: ah}
+}
 
-	// Lone datagrams, each read alone: quiet reads.
-	lone := func(i int) {
-		t.Helper()
-		s.send(ah, a.qp.QPN(), []byte{byte(i)}, 0, 0)
-		got := a.recv(1, 2*time.Second)
-		require.Len(t, got, 1, "lone datagram %d", i)
-		require.Equal(t, []byte{byte(i)}, a.buf(got[0])[verbs.GRHSize:])
-		a.postRecvs(int(got[0].WRID), 1)
-	}
+// lone sends a datagram alone, reads it (a quiet read) and posts its
+// buffer again.
+func (g *groQuiet) lone(t *testing.T, i int) {
+	t.Helper()
+	g.s.send(g.ah, g.a.qp.QPN(), []byte{byte(i)}, 0, 0)
+	got := g.a.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "lone datagram %d", i)
+	require.Equal(t, []byte{byte(i)}, g.a.buf(got[0])[verbs.GRHSize:])
+	g.a.postRecvs(int(got[0].WRID), 1)
+}
+
+// quietUntilOff reads lone datagrams with GRO on and its count at 0: it
+// must stay on for GROQuietReads - 1 of them and go off with the next.
+func (g *groQuiet) quietUntilOff(t *testing.T) {
+	t.Helper()
+	before, _ := soft.GROReads(g.a.qp)
 	for i := range soft.GROQuietReads - 1 {
-		lone(i)
+		g.lone(t, i)
 	}
-	reads, _ = soft.GROReads(a.qp)
-	require.Equal(t, uint64(1), reads, "a lone datagram read coalesced")
-	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
-	lone(soft.GROQuietReads - 1)
-	require.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+	reads, _ := soft.GROReads(g.a.qp)
+	require.Equal(t, before, reads, "a lone datagram read coalesced")
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
+	g.lone(t, soft.GROQuietReads-1)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+}
+
+// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
+// none coalesced, counted from the last coalesced read: on after one
+// fewer, off after that many.
+func TestGROOffAfterQuietReads(t *testing.T) {
+	newGROQuiet(t).quietUntilOff(t)
+}
+
+// The count of quiet reads starts again from 0 when GRO goes on: quiet
+// reads before a Poll with no receive posted turned it off, and the
+// posting that turned it back on, do not count.
+func TestGROQuietCountRestartsWhenOn(t *testing.T) {
+	g := newGROQuiet(t)
+	for i := range 10 {
+		g.lone(t, i)
+	}
+	soft.FlushRecvs(g.a.qp)
+	var wcs [1]verbs.WC
+	n, err := g.a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "after a Poll with no receive posted")
+	g.a.postRecvs(0, nBufs)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "receives posted again")
+	g.quietUntilOff(t)
 }
 
 // An nftables rule that drops a GSO run drops it whole, with or without
