@@ -461,11 +461,27 @@ func TestGROOffByDefault(t *testing.T) {
 // place, coalesced, splits into its datagrams whole (each slot's region
 // is the in-place buffer's, not the scratch iovecs' of a scattered
 // read), whether it fits the region or spills into the row's overflow,
-// and so does a lone datagram read in place after them.
+// and so does a lone datagram read in place after them. So it goes for
+// Polls of a batch and, on a GRHAddressesOnly QP, for bare reads of one
+// slot a Poll (recvmsg, as the row and UDP_GRO's message need: recvfrom
+// takes a lone in-place datagram only where no row follows).
 func TestCoalescedReadInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		addrOnly bool
+		width    int // completions a Poll
+	}{
+		{"batches", false, 64},
+		{"GRHAddressesOnly-one-a-Poll", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCoalescedReadInPlace(t, tc.addrOnly, tc.width) })
+	}
+}
+
+func testCoalescedReadInPlace(t *testing.T, addrOnly bool, width int) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true, GRHAddressesOnly: addrOnly})
 	// Two of the arena's receive buffers each: past GRH + MTU + 11.
 	big := 2 * bufSize
 	require.Greater(t, big, verbs.GRHSize+a.id.Local().MTU+roce.ImmDtSize+3+roce.ICRCSize, "an in-place buffer")
@@ -493,8 +509,8 @@ func TestCoalescedReadInPlace(t *testing.T) {
 	}
 	check := func(n, size int, tag byte, first int) {
 		t.Helper()
-		wcs := a.recv(n, 2*time.Second)
-		require.Len(t, wcs, n, "completions of tag %d", tag)
+		wcs := a.recvBy(width, n, 2*time.Second)
+		require.Len(t, wcs, n, "completions of tag %d (drops %+v)", tag, a.qp.Drops())
 		for i, wc := range wcs {
 			require.Equal(t, verbs.WCSuccess, wc.Status)
 			require.Equal(t, uint64(first+i), wc.WRID)
@@ -521,6 +537,9 @@ func TestCoalescedReadInPlace(t *testing.T) {
 	send(1, 300, 3)
 	check(1, 300, 3, 3*batch)
 	assert.Zero(t, dropTotal(a.qp.Drops()), "drops")
+	if addrOnly {
+		assert.NotZero(t, soft.BareReads(a.qp), "bare reads")
+	}
 }
 
 // A receive CQ holds a GRO area (4 MiB of address space, from a pool of
