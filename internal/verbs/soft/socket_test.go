@@ -3,6 +3,7 @@
 package soft_test
 
 import (
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,14 +36,51 @@ func isUDPSocket(fd int) bool {
 }
 
 // The socket a Serves or a Bind makes is closed when it is not handed on,
-// also where it is fd 0.
+// also where it is fd 0: by a Serves, and by a Serves or a Bind whose
+// address no netdev has.
 func TestResolvedSocketAtFd0Closed(t *testing.T) {
 	p, err := verbs.Lookup(verbs.Software)
 	require.NoError(t, err)
 	require.True(t, p.Serves(verbs.BindConfig{}), "loopback") // views made once, before fd 0 is free
+	nowhere := verbs.BindConfig{Addr: net.IPv4(192, 0, 2, 1)} // TEST-NET-1
 	withFd0Closed(t, func() {
 		require.True(t, p.Serves(verbs.BindConfig{}))
 		require.False(t, isUDPSocket(0), "the socket Serves made, at fd 0, left open")
+		require.False(t, p.Serves(nowhere))
+		require.False(t, isUDPSocket(0), "the socket a Serves of %v made, at fd 0, left open", nowhere.Addr)
+		_, err := p.Bind(nowhere)
+		require.ErrorIs(t, err, verbs.ErrNoDevice)
+		require.False(t, isUDPSocket(0), "the socket a failed Bind made, at fd 0, left open")
+	})
+}
+
+// A closed QP holds no fd: a socket buffer call on it then sets nothing,
+// not the buffer of the socket that took a number the QP had (here fd 0).
+func TestSocketBufferAfterCloseSetsNothing(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NoError(t, id.Close())
+	withFd0Closed(t, func() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.Zero(t, fd)
+		defer unix.Close(fd)
+		for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+			require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 8<<10))
+		}
+		rcv, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		snd, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		qp.SetSocketBuffer(true, 96<<10)
+		qp.SetSocketBuffer(false, 96<<10)
+		got, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		require.Equal(t, rcv, got, "SO_RCVBUF of fd 0")
+		got, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		require.Equal(t, snd, got, "SO_SNDBUF of fd 0")
 	})
 }
 
