@@ -89,6 +89,10 @@ func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 // UnicastFd is q's unicast socket.
 func UnicastFd(q *QP) int { return q.uniFd }
 
+// NetnsCookie is the cookie of the network namespace of socket fd, 0
+// where it cannot be told (netview.go).
+func NetnsCookie(fd int) uint64 { return netnsCookie(fd) }
+
 // Pace is the pace q's receive CQ reads at after a wake (poll.go):
 // "stream", "single" or "probe".
 func Pace(q *QP) string {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 // withFd0Closed runs f with fd 0 closed, as in a process started with
@@ -51,6 +52,26 @@ func TestResolvedSocketAtFd0Closed(t *testing.T) {
 		_, err := p.Bind(nowhere)
 		require.ErrorIs(t, err, verbs.ErrNoDevice)
 		require.False(t, isUDPSocket(0), "the socket a failed Bind made, at fd 0, left open")
+	})
+}
+
+// A socket at fd 0 is a socket: its namespace's cookie is told as any
+// other's. (Bind tags the QPN it reserves with the cookie of the socket
+// it makes, and keeps the namespace's netlink view by it.)
+func TestNetnsCookieOfFd0(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	want := soft.NetnsCookie(fd)
+	if want == 0 {
+		t.Skip("no SO_NETNS_COOKIE: it needs Linux 5.14")
+	}
+	withFd0Closed(t, func() {
+		fd0, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.Zero(t, fd0)
+		defer unix.Close(fd0)
+		require.Equal(t, want, soft.NetnsCookie(fd0))
 	})
 }
 
