@@ -160,6 +160,15 @@ func injectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport u
 	return nil
 }
 
+// LeaveRowIovec points the overflow iovec of slot 0 of q's receive
+// scratch at row, as a GRO read in place leaves it (recvmsg.go) after the
+// area went back to the pool.
+func LeaveRowIovec(q *QP, row []byte) {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	setIov(&q.rcq.iov[0][4], row)
+}
+
 // GROReads is how many coalesced reads q's receive CQ took, and how many
 // datagrams they held.
 func GROReads(q *QP) (reads, datagrams uint64) {
