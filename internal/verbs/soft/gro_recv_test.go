@@ -304,9 +304,15 @@ type groQuiet struct {
 
 func newGROQuiet(t *testing.T) *groQuiet {
 	t.Helper()
-	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	return groQuietBetween(t, s, newEndpoint(t, verbs.QPConfig{GRO: true}))
+}
+
+// groQuietBetween is newGROQuiet of sender s (SendDepth 64 or more) and
+// receiver a (QPConfig.GRO).
+func groQuietBetween(t *testing.T, s, a *endpoint) *groQuiet {
+	t.Helper()
+	const batch = 8
 	a.postRecvs(0, nBufs)
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
@@ -359,6 +365,18 @@ func (g *groQuiet) quietUntilOff(t *testing.T) {
 // fewer, off after that many.
 func TestGROOffAfterQuietReads(t *testing.T) {
 	newGROQuiet(t).quietUntilOff(t)
+}
+
+// UDP_GRO goes on for a socket at fd 0 as for any other: here the
+// receiver's unicast socket, made with fd 0 free (stdin closed).
+func TestGROOnSocketAtFd0(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	withFd0Closed(t, func() {
+		a := newEndpoint(t, verbs.QPConfig{GRO: true})
+		defer a.id.Close() // before fd 0 is given back
+		require.Zero(t, soft.UnicastFd(a.qp), "the receiver's unicast socket")
+		groQuietBetween(t, s, a)
+	})
 }
 
 // The count of quiet reads starts again from 0 when GRO goes on: quiet
