@@ -105,7 +105,8 @@ func TestSocketBufferAfterCloseSetsNothing(t *testing.T) {
 	})
 }
 
-// SetSocketBuffer sets the buffer of a QP's socket that is fd 0 too.
+// SetSocketBuffer sets the buffer of a QP's socket that is fd 0 too, and
+// Close closes it.
 func TestSocketBufferOfFd0(t *testing.T) {
 	newEndpoint(t, verbs.QPConfig{}) // views made once, before fd 0 is free
 	p, err := verbs.Lookup(verbs.Software)
@@ -121,6 +122,7 @@ func TestSocketBufferOfFd0(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 96<<10, got, "SO_SNDBUF of the unicast socket")
 		require.NoError(t, id.Close())
+		require.False(t, isUDPSocket(0), "the QP's socket at fd 0 left open by Close")
 	})
 }
 
