@@ -118,6 +118,25 @@ func TestNetlinkBadAttrs(t *testing.T) {
 	}
 }
 
+// addLink reads a link's attributes as parseNetdev does, the one-byte
+// IFLA_OPERSTATE included (the view's state is what Bind refuses a down
+// netdev by).
+func TestNetlinkViewLinkAttrs(t *testing.T) {
+	msgs, err := syscall.ParseNetlinkMessage(linkDump(7, syscall.ARPHRD_ETHER,
+		nlAttr{syscall.IFLA_IFNAME, []byte("veth7\x00")},
+		nlAttr{syscall.IFLA_MTU, binary.NativeEndian.AppendUint32(nil, 1500)},
+		nlAttr{iflaOperState, []byte{2}})) // IF_OPER_DOWN
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var v netlinkView
+	require.NoError(t, v.addLink(&msgs[0]))
+	require.Len(t, v.links, 1)
+	l := v.links[0]
+	require.Equal(t, "veth7", l.ifi.Name)
+	require.Equal(t, 1500, l.ifi.MTU)
+	require.Equal(t, "down", l.info.operState)
+}
+
 // An RTM_NEWLINK message of an ifinfomsg and no attribute is a link (the
 // header names its index, type and flags; what attributes would say keeps
 // its defaults); one shorter than an ifinfomsg is skipped. The kernel
