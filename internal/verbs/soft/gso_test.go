@@ -326,14 +326,15 @@ func TestRunOfTwoLast(t *testing.T) {
 }
 
 // A run the kernel refuses as GSO is sent again one datagram at a time,
-// a run of two as well as a longer one; when that sendmmsg sends fewer
+// a run of two as well as longer ones, up to one that fills the send
+// scratch; when that sendmmsg sends fewer
 // than asked, the rest go by the next calls (here the last alone, by
 // sendto): every datagram arrives once, in order, and every WR completes.
 // (Not parallel: the hook replaces the QPs' sendmmsg.)
 func TestRefusedRunSentShort(t *testing.T) {
 	restore := soft.RefuseGSOSendShort(unix.EIO)
 	defer restore()
-	for _, n := range []int{2, 4} {
+	for _, n := range []int{2, 4, 8} { // 8: the run fills the send scratch (8 slots at first)
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			r := newEndpoint(t, verbs.QPConfig{})
 			s := newEndpoint(t, verbs.QPConfig{SendDepth: 16}) // a refusal ends a QP's runs: one each
