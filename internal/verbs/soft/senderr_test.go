@@ -75,6 +75,12 @@ func TestLoneSendErrorReturnsErrno(t *testing.T) {
 	loneSendFails(t, e, ah, 100, unix.EHOSTUNREACH)
 	_, err = e.qp.CreateAH(ah.Attr())
 	require.ErrorIs(t, err, unix.EHOSTUNREACH, "CreateAH with the route unreachable")
+	// A lone WR refused before it is sent returns its own error, not the
+	// last send's.
+	mtu := e.id.Local().MTU
+	n, err := e.qp.PostSend([]verbs.SendWR{{WRID: 6, SGE: e.sendSGE(0, mtu+1), AH: ah, RemoteQPN: 0x11, RemoteQKey: e.qp.QKey()}})
+	require.ErrorIs(t, err, verbs.ErrMessageSize)
+	require.Zero(t, n)
 }
 
 // ahTo10_255_0_1 is an AH of e's QP to ::ffff:10.255.0.1, which the
