@@ -169,6 +169,24 @@ func LeaveRowIovec(q *QP, row []byte) {
 	setIov(&q.rcq.iov[0][4], row)
 }
 
+// DropMemberships drops the IP memberships of q's multicast socket
+// behind q's back, as the kernel does when a netdev goes away; q still
+// lists its groups.
+func DropMemberships(q *QP) error {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	for _, g := range q.rcq.groups {
+		if g.sendOnly {
+			continue
+		}
+		mreq := &unix.IPMreqn{Multiaddr: g.addr, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
+		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP, mreq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // GROReads is how many coalesced reads q's receive CQ took, and how many
 // datagrams they held.
 func GROReads(q *QP) (reads, datagrams uint64) {
