@@ -19,6 +19,27 @@ func TestParseUDPMIBFullWidth(t *testing.T) {
 	}
 }
 
+// DeviceCounts' deltas: a field that did not change since the base is 0,
+// one that grew counts from the base, one that went backwards (or that
+// the base lacks) from 0, one the kernel lacks is left out, and a reading
+// not taken is nil.
+func TestUDPMIBDeltas(t *testing.T) {
+	mib := func(vs ...int) udpMIB {
+		var m udpMIB
+		for j, v := range vs {
+			if v >= 0 {
+				m.v[j], m.has[j] = uint64(v), true
+			}
+		}
+		m.ok = true
+		return m
+	}
+	base := mib(5, 7, 9, -1)
+	now := mib(5, 10, 4, 3, -1)
+	require.Equal(t, map[string]uint64{"UdpInDatagrams": 0, "UdpNoPorts": 3, "UdpInErrors": 4, "UdpOutDatagrams": 3}, now.deltas(base))
+	require.Nil(t, udpMIB{}.deltas(base))
+}
+
 // A QP made while the last reading of its namespace's UDP MIB is fresh
 // takes that reading as its base; one in another namespace reads its own.
 func TestMIBReadingShared(t *testing.T) {

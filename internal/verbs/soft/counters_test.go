@@ -154,6 +154,16 @@ func TestDeviceCountsFromAnotherNamespace(t *testing.T) {
 	require.NotNil(t, d, "no device counters from another namespace")
 	require.Positive(t, overflow)
 	assert.Equal(t, overflow, d["UdpRcvbufErrors"], "the QP's namespace's count, not the caller's")
+
+	// The fd of the QP's namespace may be fd 0 (stdin closed): it is
+	// used, and closed after.
+	withFd0Closed(t, func() {
+		d0 := m.rx.qp.DeviceCounts()
+		require.NotNil(t, d0, "no device counters with the namespace's fd at 0")
+		assert.Equal(t, d["UdpRcvbufErrors"], d0["UdpRcvbufErrors"])
+		_, err := unix.FcntlInt(0, unix.F_GETFD, 0)
+		require.Error(t, err, "the namespace's fd, at 0, left open")
+	})
 }
 
 // tryEndpoint is newEndpoint for a goroutine other than the test's: it

@@ -89,6 +89,10 @@ func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 // UnicastFd is q's unicast socket.
 func UnicastFd(q *QP) int { return q.uniFd }
 
+// NetnsCookie is the cookie of the network namespace of socket fd, 0
+// where it cannot be told (netview.go).
+func NetnsCookie(fd int) uint64 { return netnsCookie(fd) }
+
 // Pace is the pace q's receive CQ reads at after a wake (poll.go):
 // "stream", "single" or "probe".
 func Pace(q *QP) string {
@@ -153,6 +157,33 @@ func injectCoalesced(q *QP, sock int, data []byte, seg int, src [4]byte, sport u
 	c.names[0] = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: htons(sport), Addr: src}
 	c.bare, c.bareDst = true, dst
 	c.startCopied(sock, 0, 1)
+	return nil
+}
+
+// LeaveRowIovec points the overflow iovec of slot 0 of q's receive
+// scratch at row, as a GRO read in place leaves it (recvmsg.go) after the
+// area went back to the pool.
+func LeaveRowIovec(q *QP, row []byte) {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	setIov(&q.rcq.iov[0][4], row)
+}
+
+// DropMemberships drops the IP memberships of q's multicast socket
+// behind q's back, as the kernel does when a netdev goes away; q still
+// lists its groups.
+func DropMemberships(q *QP) error {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	for _, g := range q.rcq.groups {
+		if g.sendOnly {
+			continue
+		}
+		mreq := &unix.IPMreqn{Multiaddr: g.addr, Address: q.ifaddr, Ifindex: int32(q.ifindex)}
+		if err := unix.SetsockoptIPMreqn(q.mcFd, unix.IPPROTO_IP, unix.IP_DROP_MEMBERSHIP, mreq); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

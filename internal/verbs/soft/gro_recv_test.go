@@ -260,13 +260,13 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 // UDP_GRO is on only where runs arrive, and off while no receive is
 // posted, so that what the socket buffer cannot hold then is dropped (and
 // counted) datagram by datagram: from a Poll that finds no receive posted
-// until receives are posted again. Single datagrams (request/response)
-// never turn it on.
+// until receives are posted again, and from a run that used the last
+// receives posted. Single datagrams (request/response) never turn it on.
 func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
 	a := newEndpoint(t, verbs.QPConfig{GRO: true})
-	a.postRecvs(0, nBufs)
+	a.postRecvs(0, 3+batch) // all that the datagrams below use
 	for range 3 {
 		s.unicastTo(a, []byte("x"))
 	}
@@ -281,7 +281,9 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, batch, k)
 	require.Len(t, a.recv(batch, 2*time.Second), batch)
-	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run, on the socket it came to")
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a run that used the last receive")
+	a.postRecvs(0, nBufs)
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted, on the socket the run came to")
 
 	soft.FlushRecvs(a.qp)
 	var wcs [1]verbs.WC
@@ -293,13 +295,26 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
-// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
-// none coalesced, counted from the last coalesced read: on after one
-// fewer, off after that many.
-func TestGROOffAfterQuietReads(t *testing.T) {
-	const batch = 8
+// groQuiet is a sender and a receiver whose unicast socket has UDP_GRO
+// on, its count of quiet reads at 0: a run the kernel cut turned GRO on,
+// and a second run came coalesced, in one read. Of the receiver's nBufs
+// receives, all but the two runs' are posted.
+type groQuiet struct {
+	s, a *endpoint
+	ah   verbs.AH
+}
+
+func newGROQuiet(t *testing.T) *groQuiet {
+	t.Helper()
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	return groQuietBetween(t, s, newEndpoint(t, verbs.QPConfig{GRO: true}))
+}
+
+// groQuietBetween is newGROQuiet of sender s (SendDepth 64 or more) and
+// receiver a (QPConfig.GRO).
+func groQuietBetween(t *testing.T, s, a *endpoint) *groQuiet {
+	t.Helper()
+	const batch = 8
 	a.postRecvs(0, nBufs)
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
@@ -318,24 +333,71 @@ func TestGROOffAfterQuietReads(t *testing.T) {
 	}
 	reads, dgrams := soft.GROReads(a.qp)
 	require.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "the second run: one coalesced read")
+	return &groQuiet{s: s, a: a, ah: ah}
+}
 
-	// Lone datagrams, each read alone: quiet reads.
-	lone := func(i int) {
-		t.Helper()
-		s.send(ah, a.qp.QPN(), []byte{byte(i)}, 0, 0)
-		got := a.recv(1, 2*time.Second)
-		require.Len(t, got, 1, "lone datagram %d", i)
-		require.Equal(t, []byte{byte(i)}, a.buf(got[0])[verbs.GRHSize:])
-		a.postRecvs(int(got[0].WRID), 1)
-	}
+// lone sends a datagram alone, reads it (a quiet read) and posts its
+// buffer again.
+func (g *groQuiet) lone(t *testing.T, i int) {
+	t.Helper()
+	g.s.send(g.ah, g.a.qp.QPN(), []byte{byte(i)}, 0, 0)
+	got := g.a.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "lone datagram %d", i)
+	require.Equal(t, []byte{byte(i)}, g.a.buf(got[0])[verbs.GRHSize:])
+	g.a.postRecvs(int(got[0].WRID), 1)
+}
+
+// quietUntilOff reads lone datagrams with GRO on and its count at 0: it
+// must stay on for GROQuietReads - 1 of them and go off with the next.
+func (g *groQuiet) quietUntilOff(t *testing.T) {
+	t.Helper()
+	before, _ := soft.GROReads(g.a.qp)
 	for i := range soft.GROQuietReads - 1 {
-		lone(i)
+		g.lone(t, i)
 	}
-	reads, _ = soft.GROReads(a.qp)
-	require.Equal(t, uint64(1), reads, "a lone datagram read coalesced")
-	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
-	lone(soft.GROQuietReads - 1)
-	require.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+	reads, _ := soft.GROReads(g.a.qp)
+	require.Equal(t, before, reads, "a lone datagram read coalesced")
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
+	g.lone(t, soft.GROQuietReads-1)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+}
+
+// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
+// none coalesced, counted from the last coalesced read: on after one
+// fewer, off after that many.
+func TestGROOffAfterQuietReads(t *testing.T) {
+	newGROQuiet(t).quietUntilOff(t)
+}
+
+// UDP_GRO goes on for a socket at fd 0 as for any other: here the
+// receiver's unicast socket, made with fd 0 free (stdin closed).
+func TestGROOnSocketAtFd0(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	withFd0Closed(t, func() {
+		a := newEndpoint(t, verbs.QPConfig{GRO: true})
+		defer a.id.Close() // before fd 0 is given back
+		require.Zero(t, soft.UnicastFd(a.qp), "the receiver's unicast socket")
+		groQuietBetween(t, s, a)
+	})
+}
+
+// The count of quiet reads starts again from 0 when GRO goes on: quiet
+// reads before a Poll with no receive posted turned it off, and the
+// posting that turned it back on, do not count.
+func TestGROQuietCountRestartsWhenOn(t *testing.T) {
+	g := newGROQuiet(t)
+	for i := range 10 {
+		g.lone(t, i)
+	}
+	soft.FlushRecvs(g.a.qp)
+	var wcs [1]verbs.WC
+	n, err := g.a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "after a Poll with no receive posted")
+	g.a.postRecvs(0, nBufs)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "receives posted again")
+	g.quietUntilOff(t)
 }
 
 // An nftables rule that drops a GSO run drops it whole, with or without
@@ -419,11 +481,27 @@ func TestGROOffByDefault(t *testing.T) {
 // place, coalesced, splits into its datagrams whole (each slot's region
 // is the in-place buffer's, not the scratch iovecs' of a scattered
 // read), whether it fits the region or spills into the row's overflow,
-// and so does a lone datagram read in place after them.
+// and so does a lone datagram read in place after them. So it goes for
+// Polls of a batch and, on a GRHAddressesOnly QP, for bare reads of one
+// slot a Poll (recvmsg, as the row and UDP_GRO's message need: recvfrom
+// takes a lone in-place datagram only where no row follows).
 func TestCoalescedReadInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		addrOnly bool
+		width    int // completions a Poll
+	}{
+		{"batches", false, 64},
+		{"GRHAddressesOnly-one-a-Poll", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCoalescedReadInPlace(t, tc.addrOnly, tc.width) })
+	}
+}
+
+func testCoalescedReadInPlace(t *testing.T, addrOnly bool, width int) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
-	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true, GRHAddressesOnly: addrOnly})
 	// Two of the arena's receive buffers each: past GRH + MTU + 11.
 	big := 2 * bufSize
 	require.Greater(t, big, verbs.GRHSize+a.id.Local().MTU+roce.ImmDtSize+3+roce.ICRCSize, "an in-place buffer")
@@ -451,8 +529,8 @@ func TestCoalescedReadInPlace(t *testing.T) {
 	}
 	check := func(n, size int, tag byte, first int) {
 		t.Helper()
-		wcs := a.recv(n, 2*time.Second)
-		require.Len(t, wcs, n, "completions of tag %d", tag)
+		wcs := a.recvBy(width, n, 2*time.Second)
+		require.Len(t, wcs, n, "completions of tag %d (drops %+v)", tag, a.qp.Drops())
 		for i, wc := range wcs {
 			require.Equal(t, verbs.WCSuccess, wc.Status)
 			require.Equal(t, uint64(first+i), wc.WRID)
@@ -479,6 +557,9 @@ func TestCoalescedReadInPlace(t *testing.T) {
 	send(1, 300, 3)
 	check(1, 300, 3, 3*batch)
 	assert.Zero(t, dropTotal(a.qp.Drops()), "drops")
+	if addrOnly {
+		assert.NotZero(t, soft.BareReads(a.qp), "bare reads")
+	}
 }
 
 // A receive CQ holds a GRO area (4 MiB of address space, from a pool of

@@ -4,9 +4,12 @@ package soft
 
 import (
 	"bytes"
+	"os"
+	"strconv"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
@@ -240,4 +243,34 @@ func TestGRORowsTileTheArea(t *testing.T) {
 			t.Fatalf("row(%d) at offset %d, want %d", i, off, i*groRow)
 		}
 	}
+}
+
+// Where a GRO area cannot be mapped (here RLIMIT_AS leaves a megabyte of
+// address space, where an area takes 4 MiB), getGROArea fails with
+// mmap's errno and hands out no area; with the limit raised again the
+// pool maps one as before. In a child process: the limit is the whole
+// process's, and nothing but this test's areas may come from the pool.
+func TestGROAreaMapFails(t *testing.T) {
+	if !inChild(t) {
+		return
+	}
+	statm, err := os.ReadFile("/proc/self/statm")
+	require.NoError(t, err)
+	pages, err := strconv.ParseUint(string(bytes.Fields(statm)[0]), 10, 64)
+	require.NoError(t, err)
+	var old unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_AS, &old))
+	lim := old
+	lim.Cur = pages*uint64(unix.Getpagesize()) + 1<<20
+	require.Less(t, lim.Cur-pages*uint64(unix.Getpagesize()), uint64(recvBatch*groRow))
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_AS, &lim))
+	a, err := getGROArea()
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_AS, &old))
+	require.ErrorIs(t, err, unix.ENOMEM, "getGROArea under RLIMIT_AS")
+	require.Nil(t, a)
+
+	a, err = getGROArea()
+	require.NoError(t, err)
+	require.Len(t, a.mem, recvBatch*groRow)
+	putGROArea(a)
 }

@@ -193,7 +193,9 @@ func sendThroughTUN(t *testing.T, e *endpoint, tun int) [][]byte {
 // places (64 segments, 64 KiB, a shorter datagram, another destination,
 // zero-length datagrams, immediates) and checks that every datagram
 // arrives whole and in order, its GRH carrying the IP ID of its place in
-// its run.
+// its run. A post of more WRs than the send scratch's 64 goes out 64 at a
+// time: each batch of one destination a whole run, no datagram left over
+// to go alone.
 func TestRunsMixedBatch(t *testing.T) {
 	r := newEndpoint(t, verbs.QPConfig{})
 	s := newEndpoint(t, verbs.QPConfig{})
@@ -208,9 +210,9 @@ func TestRunsMixedBatch(t *testing.T) {
 		imm   bool
 		runID uint16 // the IP ID its run gives it
 	}
-	var a []dg // 64 of 100 B: one run of exactly 64 segments
-	for i := range 64 {
-		a = append(a, dg{size: 100, runID: uint16(i)})
+	var a []dg // 66 of 100 B: a run of exactly 64 segments, then one of 2
+	for i := range roce.MaxGSOSegs + 2 {
+		a = append(a, dg{size: 100, runID: uint16(i % roce.MaxGSOSegs)})
 	}
 	var b []dg
 	for i := range 20 { // 4096 B: 15 fit in 64 KiB, then 5
@@ -225,14 +227,16 @@ func TestRunsMixedBatch(t *testing.T) {
 		dg{size: 0, runID: 2}, // shorter: joins, ends the run
 		dg{size: 0, runID: 0}, dg{size: 0, imm: true, runID: 0})
 	for _, batch := range [][]dg{a, b} {
-		r.postRecvs(0, len(batch))
+		r.postRecvs(0, len(batch)) // past nBufs: r's send buffers, unused
 		wrs := make([]verbs.SendWR, len(batch))
 		for i, d := range batch {
-			p := s.sendBuf(i)[:d.size]
+			sge := s.sendSGE(i%nBufs, d.size)
+			sge.Offset += uint32(i/nBufs) * bufSize / 2 // past nBufs (100 B each): a send buffer's second half
+			p := s.arena.Slice(sge.Offset, sge.Length)
 			for k := range p {
 				p[k] = byte(i + k)
 			}
-			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, d.size), AH: gah, RemoteQPN: m.RemoteQPN, RemoteQKey: s.qp.QKey()}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: sge, AH: gah, RemoteQPN: m.RemoteQPN, RemoteQKey: s.qp.QKey()}
 			if d.uni {
 				wrs[i].AH, wrs[i].RemoteQPN = uah, r.qp.QPN()
 			}
@@ -322,14 +326,15 @@ func TestRunOfTwoLast(t *testing.T) {
 }
 
 // A run the kernel refuses as GSO is sent again one datagram at a time,
-// a run of two as well as a longer one; when that sendmmsg sends fewer
+// a run of two as well as longer ones, up to one that fills the send
+// scratch; when that sendmmsg sends fewer
 // than asked, the rest go by the next calls (here the last alone, by
 // sendto): every datagram arrives once, in order, and every WR completes.
 // (Not parallel: the hook replaces the QPs' sendmmsg.)
 func TestRefusedRunSentShort(t *testing.T) {
 	restore := soft.RefuseGSOSendShort(unix.EIO)
 	defer restore()
-	for _, n := range []int{2, 4} {
+	for _, n := range []int{2, 4, 8} { // 8: the run fills the send scratch (8 slots at first)
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			r := newEndpoint(t, verbs.QPConfig{})
 			s := newEndpoint(t, verbs.QPConfig{SendDepth: 16}) // a refusal ends a QP's runs: one each

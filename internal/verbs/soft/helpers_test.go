@@ -112,8 +112,14 @@ func (e *endpoint) send(ah verbs.AH, qpn uint32, payload []byte, flags verbs.Sen
 // recv polls until want completions arrived or timeout passed.
 func (e *endpoint) recv(want int, timeout time.Duration) []verbs.WC {
 	e.t.Helper()
+	return e.recvBy(64, want, timeout)
+}
+
+// recvBy is recv with Polls of at most width completions.
+func (e *endpoint) recvBy(width, want int, timeout time.Duration) []verbs.WC {
+	e.t.Helper()
 	var got []verbs.WC
-	wcs := make([]verbs.WC, 64)
+	wcs := make([]verbs.WC, width)
 	deadline := time.Now().Add(timeout)
 	for len(got) < want && time.Now().Before(deadline) {
 		n, err := e.qp.RecvCQ().Poll(wcs)

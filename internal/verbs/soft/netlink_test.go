@@ -33,11 +33,12 @@ func TestNetlinkDumpRecvError(t *testing.T) {
 	}
 }
 
-// An answer of a header alone (16 bytes: an NLMSG_DONE with no error
-// word) is a message, not a short read: it ends the dump. The kernel's
-// NLMSG_DONE carries the word, so the answer is forged, sent from another
-// netlink socket (root may send to a user port) before the request.
-func TestNetlinkDumpHeaderOnlyAnswer(t *testing.T) {
+// forgedAnswers returns a netlink socket with answers queued, each a
+// datagram sent from another netlink socket (root may send to a user
+// port), for a dump of NLMSG_NOOP, which the kernel answers with nothing
+// (TestNetlinkDumpRecvError): the forged answers are the only ones.
+func forgedAnswers(t *testing.T, answers ...[]byte) int {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a netlink message to a user port needs CAP_NET_ADMIN")
 	}
@@ -52,20 +53,47 @@ func TestNetlinkDumpHeaderOnlyAnswer(t *testing.T) {
 	fd, forger := socket(), socket()
 	sa, err := unix.Getsockname(fd)
 	require.NoError(t, err)
-	const seq = 7
-	var done [unix.NLMSG_HDRLEN]byte
-	binary.NativeEndian.PutUint32(done[0:4], unix.NLMSG_HDRLEN)
-	binary.NativeEndian.PutUint16(done[4:6], unix.NLMSG_DONE)
-	binary.NativeEndian.PutUint32(done[8:12], seq)
-	require.NoError(t, unix.Sendto(forger, done[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: sa.(*unix.SockaddrNetlink).Pid}))
+	for _, a := range answers {
+		require.NoError(t, unix.Sendto(forger, a, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: sa.(*unix.SockaddrNetlink).Pid}))
+	}
+	return fd
+}
 
+// nlHeader is a netlink message header alone, its length field n.
+func nlHeader(n uint32, typ uint16, seq uint32) []byte {
+	var h [unix.NLMSG_HDRLEN]byte
+	binary.NativeEndian.PutUint32(h[0:4], n)
+	binary.NativeEndian.PutUint16(h[4:6], typ)
+	binary.NativeEndian.PutUint32(h[8:12], seq)
+	return h[:]
+}
+
+// An answer of a header alone (16 bytes: an NLMSG_DONE with no error
+// word) is a message, not a short read: it ends the dump. The kernel's
+// NLMSG_DONE carries the word, so the answer is forged.
+func TestNetlinkDumpHeaderOnlyAnswer(t *testing.T) {
+	const seq = 7
+	fd := forgedAnswers(t, nlHeader(unix.NLMSG_HDRLEN, unix.NLMSG_DONE, seq))
 	buf := make([]byte, 1<<16)
 	var msgs int
-	// NLMSG_NOOP: the kernel answers nothing (TestNetlinkDumpRecvError),
-	// so the forged answer is the only one.
-	err = netlinkDump(fd, buf, unix.NLMSG_NOOP, seq, func(*syscall.NetlinkMessage) error { msgs++; return nil })
+	err := netlinkDump(fd, buf, unix.NLMSG_NOOP, seq, func(*syscall.NetlinkMessage) error { msgs++; return nil })
 	require.NoError(t, err, "a dump answered by a header-only NLMSG_DONE")
 	require.Zero(t, msgs, "NLMSG_DONE handed on as a message")
+}
+
+// An answer that does not parse (a link message cut short of the length
+// its header gives) ends the dump with an error; it is not skipped for
+// the answers after it (here an NLMSG_DONE).
+func TestNetlinkDumpBadAnswer(t *testing.T) {
+	const seq = 8
+	cut := linkDump(7, syscall.ARPHRD_ETHER, nlAttr{syscall.IFLA_MTU, binary.NativeEndian.AppendUint32(nil, 1500)})[:syscall.NLMSG_HDRLEN+4]
+	fd := forgedAnswers(t, cut, nlHeader(unix.NLMSG_HDRLEN, unix.NLMSG_DONE, seq))
+	buf := make([]byte, 1<<16)
+	var msgs int
+	err := netlinkDump(fd, buf, unix.NLMSG_NOOP, seq, func(*syscall.NetlinkMessage) error { msgs++; return nil })
+	require.ErrorIs(t, err, syscall.EINVAL, "a dump answered by a message cut short")
+	require.Contains(t, err.Error(), "parsenetlinkmessage")
+	require.Zero(t, msgs)
 }
 
 // A link or address message whose attributes do not parse is an error,
@@ -88,6 +116,25 @@ func TestNetlinkBadAttrs(t *testing.T) {
 	if err := v.addAddr(addr); err == nil {
 		t.Errorf("addAddr: no error")
 	}
+}
+
+// addLink reads a link's attributes as parseNetdev does, the one-byte
+// IFLA_OPERSTATE included (the view's state is what Bind refuses a down
+// netdev by).
+func TestNetlinkViewLinkAttrs(t *testing.T) {
+	msgs, err := syscall.ParseNetlinkMessage(linkDump(7, syscall.ARPHRD_ETHER,
+		nlAttr{syscall.IFLA_IFNAME, []byte("veth7\x00")},
+		nlAttr{syscall.IFLA_MTU, binary.NativeEndian.AppendUint32(nil, 1500)},
+		nlAttr{iflaOperState, []byte{2}})) // IF_OPER_DOWN
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var v netlinkView
+	require.NoError(t, v.addLink(&msgs[0]))
+	require.Len(t, v.links, 1)
+	l := v.links[0]
+	require.Equal(t, "veth7", l.ifi.Name)
+	require.Equal(t, 1500, l.ifi.MTU)
+	require.Equal(t, "down", l.info.operState)
 }
 
 // An RTM_NEWLINK message of an ifinfomsg and no attribute is a link (the

@@ -29,9 +29,11 @@ func TestDevicesOnePerNetdev(t *testing.T) {
 
 // The software device's max_qp_wr is 16384 (rdmanet documents it, in
 // ListenConfig's depths), and it is the limit CreateQP holds to: a queue
-// that deep is made, one deeper refused, send or receive.
+// that deep is made, one deeper refused, send or receive. So is its
+// max_inline, 4096, the largest UD payload (rdmanet's ListenConfig takes
+// MaxInline up to it): a QP asking for it is made and reports it.
 func TestMaxQPWR(t *testing.T) {
-	const limit = 16384
+	const limit, inline = 16384, 4096
 	p, err := verbs.Lookup(verbs.Software)
 	require.NoError(t, err)
 	devs, err := p.Devices()
@@ -39,15 +41,18 @@ func TestMaxQPWR(t *testing.T) {
 	for _, d := range devs {
 		require.Equal(t, limit, d.MaxQPWR, "%s's MaxQPWR", d.Name)
 	}
-	for _, cfg := range []verbs.QPConfig{{SendDepth: limit, RecvDepth: limit}, {SendDepth: limit + 1}, {RecvDepth: limit + 1}} {
+	for _, cfg := range []verbs.QPConfig{{SendDepth: limit, RecvDepth: limit, MaxInline: inline}, {SendDepth: limit + 1}, {RecvDepth: limit + 1}, {MaxInline: inline + 1}} {
 		id, err := p.Bind(verbs.BindConfig{})
 		require.NoError(t, err)
-		_, err = id.CreateQP(cfg)
+		qp, err := id.CreateQP(cfg)
+		if err == nil {
+			require.Equal(t, inline, qp.MaxInline())
+		}
 		require.NoError(t, id.Close())
-		if cfg.SendDepth > limit || cfg.RecvDepth > limit {
-			require.Error(t, err, "CreateQP of depths %d/%d", cfg.SendDepth, cfg.RecvDepth)
+		if cfg.SendDepth > limit || cfg.RecvDepth > limit || cfg.MaxInline > inline {
+			require.Error(t, err, "CreateQP of depths %d/%d, inline %d", cfg.SendDepth, cfg.RecvDepth, cfg.MaxInline)
 		} else {
-			require.NoError(t, err, "CreateQP of depths %d/%d", cfg.SendDepth, cfg.RecvDepth)
+			require.NoError(t, err, "CreateQP of depths %d/%d, inline %d", cfg.SendDepth, cfg.RecvDepth, cfg.MaxInline)
 		}
 	}
 }

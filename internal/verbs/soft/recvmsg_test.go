@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/go-rdma/rdmanet/internal/roce"
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 // TestReadWrapsReceiveRing: a read of several datagrams whose posted
@@ -84,4 +86,68 @@ func TestReadWrapsReceiveRing(t *testing.T) {
 		a.postRecvs(next, depth)
 		next += depth
 	}
+}
+
+// A bare read into buffers with room for the largest datagram (in place:
+// a GRHAddressesOnly QP's unicast socket) takes every queued datagram a
+// posted receive can hold, in one Poll, as a read with control messages
+// does: two here, from one run. (A lone in-place bare read is recvfrom's;
+// a read of more is recvmmsg's.) The run is cut as it arrives, so both
+// are queued once one is; should a loaded machine split them across the
+// Poll all the same, try again. A one-slot read into a shorter buffer
+// after it is scattered, not taken for in place by the second slot's
+// layout.
+func TestBareInPlaceReadTakesAllQueued(t *testing.T) {
+	const tries = 4
+	b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	s := newEndpoint(t, verbs.QPConfig{})
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	size := verbs.GRHSize + b.id.Local().MTU + roce.ImmDtSize + 3 + roce.ICRCSize
+	slot := uint32(2 * bufSize) // a buffer each, past the first's end
+	require.GreaterOrEqual(t, int(slot), size)
+	wrs := make([]verbs.SendWR, 2)
+	wcs := make([]verbs.WC, 4)
+	var reads []int
+	for try := range tries {
+		_, err := b.qp.PostRecv([]verbs.RecvWR{
+			{WRID: 0, SGE: verbs.SGE{Offset: 0, Length: uint32(size), LKey: b.mr.LKey()}},
+			{WRID: 1, SGE: verbs.SGE{Offset: slot, Length: uint32(size), LKey: b.mr.LKey()}},
+		})
+		require.NoError(t, err)
+		for i := range wrs {
+			msg := fmt.Sprintf("try%d %d", try, i)
+			copy(s.sendBuf(i), msg)
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, len(msg)), AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey()}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), k)
+		waitUnread(t, b)
+		bare := soft.BareReads(b.qp)
+		n, err := b.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		require.Greater(t, soft.BareReads(b.qp), bare, "try %d: the read was not bare", try)
+		got := append([]verbs.WC(nil), wcs[:n]...)
+		got = append(got, b.recv(len(wrs)-n, 2*time.Second)...)
+		require.Len(t, got, len(wrs), "try %d: drops %+v", try, b.qp.Drops())
+		for i, wc := range got {
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint64(i), wc.WRID, "try %d: completion %d's receive", try, i)
+			require.Equal(t, fmt.Sprintf("try%d %d", try, i), string(b.arena.Slice(uint32(i)*slot, wc.ByteLen)[verbs.GRHSize:]))
+		}
+		if n == len(wrs) {
+			break
+		}
+		reads = append(reads, n)
+		require.Less(t, try, tries-1, "no Poll of %d tries read both datagrams queued for it: it read %v", tries, reads)
+	}
+
+	// A read of one slot then, into a buffer too short for in place,
+	// is scattered (and recvmsg's) whatever the slot after it was.
+	b.postRecvs(4, 1)
+	s.send(ah, b.qp.QPN(), []byte("scattered"), 0, 0)
+	got := b.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "drops %+v", b.qp.Drops())
+	require.Equal(t, "scattered", string(b.buf(got[0])[verbs.GRHSize:]))
 }

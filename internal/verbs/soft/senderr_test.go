@@ -61,7 +61,9 @@ func TestBatchSendErrorsCompleteWithTheirErrno(t *testing.T) {
 // A lone WR the kernel refuses is not queued: PostSend returns sendto's
 // error with its errno and completes nothing. Here the route the AH was
 // made with is taken away before the send: sendto fails with
-// EHOSTUNREACH. (In a namespace of its own: it changes routes.)
+// EHOSTUNREACH. An AH made after that fails itself: CreateAH asks for
+// the route, as ibv_create_ah does. (In a namespace of its own: it
+// changes routes.)
 func TestLoneSendErrorReturnsErrno(t *testing.T) {
 	if !testenv.InOwnNetns(t, "ip route add 10.255.0.0/16 dev lo") {
 		return
@@ -71,6 +73,14 @@ func TestLoneSendErrorReturnsErrno(t *testing.T) {
 	out, err := exec.Command("ip", "route", "add", "unreachable", "10.255.0.1/32").CombinedOutput()
 	require.NoError(t, err, "ip route add unreachable: %s", out)
 	loneSendFails(t, e, ah, 100, unix.EHOSTUNREACH)
+	_, err = e.qp.CreateAH(ah.Attr())
+	require.ErrorIs(t, err, unix.EHOSTUNREACH, "CreateAH with the route unreachable")
+	// A lone WR refused before it is sent returns its own error, not the
+	// last send's.
+	mtu := e.id.Local().MTU
+	n, err := e.qp.PostSend([]verbs.SendWR{{WRID: 6, SGE: e.sendSGE(0, mtu+1), AH: ah, RemoteQPN: 0x11, RemoteQKey: e.qp.QKey()}})
+	require.ErrorIs(t, err, verbs.ErrMessageSize)
+	require.Zero(t, n)
 }
 
 // ahTo10_255_0_1 is an AH of e's QP to ::ffff:10.255.0.1, which the

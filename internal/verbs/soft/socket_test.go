@@ -3,12 +3,14 @@
 package soft_test
 
 import (
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rdma/rdmanet/internal/verbs"
+	"github.com/go-rdma/rdmanet/internal/verbs/soft"
 )
 
 // withFd0Closed runs f with fd 0 closed, as in a process started with
@@ -35,18 +37,76 @@ func isUDPSocket(fd int) bool {
 }
 
 // The socket a Serves or a Bind makes is closed when it is not handed on,
-// also where it is fd 0.
+// also where it is fd 0: by a Serves, and by a Serves or a Bind whose
+// address no netdev has.
 func TestResolvedSocketAtFd0Closed(t *testing.T) {
 	p, err := verbs.Lookup(verbs.Software)
 	require.NoError(t, err)
 	require.True(t, p.Serves(verbs.BindConfig{}), "loopback") // views made once, before fd 0 is free
+	nowhere := verbs.BindConfig{Addr: net.IPv4(192, 0, 2, 1)} // TEST-NET-1
 	withFd0Closed(t, func() {
 		require.True(t, p.Serves(verbs.BindConfig{}))
 		require.False(t, isUDPSocket(0), "the socket Serves made, at fd 0, left open")
+		require.False(t, p.Serves(nowhere))
+		require.False(t, isUDPSocket(0), "the socket a Serves of %v made, at fd 0, left open", nowhere.Addr)
+		_, err := p.Bind(nowhere)
+		require.ErrorIs(t, err, verbs.ErrNoDevice)
+		require.False(t, isUDPSocket(0), "the socket a failed Bind made, at fd 0, left open")
 	})
 }
 
-// SetSocketBuffer sets the buffer of a QP's socket that is fd 0 too.
+// A socket at fd 0 is a socket: its namespace's cookie is told as any
+// other's. (Bind tags the QPN it reserves with the cookie of the socket
+// it makes, and keeps the namespace's netlink view by it.)
+func TestNetnsCookieOfFd0(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	want := soft.NetnsCookie(fd)
+	if want == 0 {
+		t.Skip("no SO_NETNS_COOKIE: it needs Linux 5.14")
+	}
+	withFd0Closed(t, func() {
+		fd0, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.Zero(t, fd0)
+		defer unix.Close(fd0)
+		require.Equal(t, want, soft.NetnsCookie(fd0))
+	})
+}
+
+// A closed QP holds no fd: a socket buffer call on it then sets nothing,
+// not the buffer of the socket that took a number the QP had (here fd 0).
+func TestSocketBufferAfterCloseSetsNothing(t *testing.T) {
+	p, err := verbs.Lookup(verbs.Software)
+	require.NoError(t, err)
+	id, err := p.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	qp, err := id.CreateQP(verbs.QPConfig{})
+	require.NoError(t, err)
+	require.NoError(t, id.Close())
+	withFd0Closed(t, func() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.Zero(t, fd)
+		defer unix.Close(fd)
+		for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+			require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 8<<10))
+		}
+		rcv, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		snd, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		qp.SetSocketBuffer(true, 96<<10)
+		qp.SetSocketBuffer(false, 96<<10)
+		got, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		require.Equal(t, rcv, got, "SO_RCVBUF of fd 0")
+		got, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		require.Equal(t, snd, got, "SO_SNDBUF of fd 0")
+	})
+}
+
+// SetSocketBuffer sets the buffer of a QP's socket that is fd 0 too, and
+// Close closes it.
 func TestSocketBufferOfFd0(t *testing.T) {
 	newEndpoint(t, verbs.QPConfig{}) // views made once, before fd 0 is free
 	p, err := verbs.Lookup(verbs.Software)
@@ -62,6 +122,7 @@ func TestSocketBufferOfFd0(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 96<<10, got, "SO_SNDBUF of the unicast socket")
 		require.NoError(t, id.Close())
+		require.False(t, isUDPSocket(0), "the QP's socket at fd 0 left open by Close")
 	})
 }
 
