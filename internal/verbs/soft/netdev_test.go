@@ -44,7 +44,10 @@ func TestResolveThroughSysfs(t *testing.T) {
 	// the MTU the interface list (netlink too) says.
 	r, err := resolveAt(liveNetdevs, verbs.BindConfig{})
 	require.NoError(t, err)
+	require.GreaterOrEqual(t, r.sock, 0, "resolve made a socket")
 	r.release()
+	// It holds no fd after: a second release closes nothing.
+	require.Negative(t, r.sock)
 	assert.Equal(t, lo.Name, r.ifi.Name, "nil interface and address: loopback")
 	assert.True(t, r.ip.Equal(net.IPv4(127, 0, 0, 1)))
 	assert.True(t, r.loopbak)
