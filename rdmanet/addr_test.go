@@ -28,6 +28,8 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 		{"::ffff:10.99.0.1/0x000011", 0x11},
 		{"::ffff:10.99.0.1/0x11", 0x11},
 		{"::ffff:10.99.0.1/0xABcdef", 0xabcdef},
+		{"::ffff:10.99.0.1/0x09afAF", 0x09afaf}, // each end of each digit range
+		{"::ffff:10.99.0.1/9", 9},
 		{"fe80::2:c903:0:1b41/0x000048", 0x48},
 		{"::ffff:10.99.0.1/17", 17},
 		{"::ffff:10.99.0.1/017", 17}, // decimal, not octal
