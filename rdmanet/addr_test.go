@@ -79,6 +79,8 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 }
 
 // Negative depths, sizes and windows are refused, not taken as defaults.
+// The error is a *net.OpError whose Addr is the group, or none at all
+// (not a nil *net.UDPAddr, which prints as "<nil>") for a nil group.
 func TestListenConfigRejectsNegativeValues(t *testing.T) {
 	t.Parallel()
 	for name, mod := range map[string]func(*rdmanet.ListenConfig){
@@ -88,17 +90,25 @@ func TestListenConfigRejectsNegativeValues(t *testing.T) {
 		"Port":      func(lc *rdmanet.ListenConfig) { lc.Port = -1 },
 		"Spin":      func(lc *rdmanet.ListenConfig) { lc.Spin = -time.Microsecond },
 	} {
-		lc := testConfig()
-		mod(&lc)
-		c, err := lc.ListenMulticast(context.Background(), "rdma", nil, newGroup())
-		if c != nil {
-			c.Close()
+		for _, group := range []*net.UDPAddr{newGroup(), nil} {
+			lc := testConfig()
+			mod(&lc)
+			c, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+			if c != nil {
+				c.Close()
+			}
+			require.Error(t, err, name)
+			var oe *net.OpError
+			require.ErrorAs(t, err, &oe, name)
+			assert.ErrorContains(t, err, "ListenConfig."+name, name)
+			assert.ErrorContains(t, err, "must not be negative", name)
+			var want net.Addr
+			if group != nil {
+				want = group
+			}
+			assert.Equal(t, want, oe.Addr, "%s, group %v: the error's Addr", name, group)
+			assert.NotContains(t, err.Error(), "<nil>", name)
 		}
-		require.Error(t, err, name)
-		var oe *net.OpError
-		assert.ErrorAs(t, err, &oe, name)
-		assert.ErrorContains(t, err, "ListenConfig."+name, name)
-		assert.ErrorContains(t, err, "must not be negative", name)
 	}
 }
 
