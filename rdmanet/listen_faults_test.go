@@ -152,6 +152,27 @@ func TestCreateQPFailureAtTheLimitNotExplained(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("rdmanet: ListenConfig.SendDepth %d is over the device's limit %d (max_qp_wr of sw-lo)", limit+1, limit))
 }
 
+// A device whose max_qp_wr is 1 has a limit (only 0 is unknown): a
+// CreateQP that fails with a depth over it is explained by the depth.
+// (Not parallel: rdmanet.Devices lists the backend's devices while it
+// is registered.)
+func TestCreateQPFailureExplainedAtTheLeastLimit(t *testing.T) {
+	softOnly(t)
+	name := "test-faults-" + t.Name()
+	t.Cleanup(func() { rdmanet.FaultBackend(name, &rdmanet.Faults{}) })
+	rdmanet.FaultBackend(name, &rdmanet.Faults{
+		DeviceAttrs: func(devs []verbs.DeviceAttr) {
+			for i := range devs {
+				devs[i].MaxQPWR = 1
+			}
+		},
+		CreateQP: func() error { return errFault },
+	})
+	err := listenFails(t, rdmanet.ListenConfig{Backend: name, RecvDepth: 2}, nil)
+	require.ErrorIs(t, err, errFault)
+	require.ErrorContains(t, err, "rdmanet: ListenConfig.RecvDepth 2 is over the device's limit 1 (max_qp_wr of sw-lo)")
+}
+
 // Where the devices cannot be listed, a failed CreateQP is returned as
 // it is. (Not parallel: the backend's failing Devices is seen by every
 // call of rdmanet.Devices while it is registered.)
