@@ -37,7 +37,8 @@ func failNth(n int32) func() error {
 }
 
 // listenFails listens on backend and returns the error, closing a conn
-// that it wrongly made.
+// that it wrongly made. The error is a *net.OpError whose Addr is the
+// group, or none for a nil group.
 func listenFails(t *testing.T, lc rdmanet.ListenConfig, group *net.UDPAddr) error {
 	t.Helper()
 	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, group)
@@ -48,6 +49,12 @@ func listenFails(t *testing.T, lc rdmanet.ListenConfig, group *net.UDPAddr) erro
 	var oe *net.OpError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, "listen", oe.Op)
+	var want net.Addr // the group, or none at all (not a nil *net.UDPAddr)
+	if group != nil {
+		want = group
+	}
+	require.Equal(t, want, oe.Addr, "the error's Addr")
+	require.NotContains(t, err.Error(), "<nil>")
 	return err
 }
 
