@@ -3,7 +3,6 @@
 package rdmanet_test
 
 import (
-	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -28,6 +27,8 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 		{"::ffff:10.99.0.1/0x000011", 0x11},
 		{"::ffff:10.99.0.1/0x11", 0x11},
 		{"::ffff:10.99.0.1/0xABcdef", 0xabcdef},
+		{"::ffff:10.99.0.1/0x09afAF", 0x09afaf}, // each end of each digit range
+		{"::ffff:10.99.0.1/9", 9},
 		{"fe80::2:c903:0:1b41/0x000048", 0x48},
 		{"::ffff:10.99.0.1/17", 17},
 		{"::ffff:10.99.0.1/017", 17}, // decimal, not octal
@@ -77,6 +78,8 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 }
 
 // Negative depths, sizes and windows are refused, not taken as defaults.
+// The error is listenFails's: its Addr is the group, or none at all
+// (not a nil *net.UDPAddr, which prints as "<nil>") for a nil group.
 func TestListenConfigRejectsNegativeValues(t *testing.T) {
 	t.Parallel()
 	for name, mod := range map[string]func(*rdmanet.ListenConfig){
@@ -86,17 +89,13 @@ func TestListenConfigRejectsNegativeValues(t *testing.T) {
 		"Port":      func(lc *rdmanet.ListenConfig) { lc.Port = -1 },
 		"Spin":      func(lc *rdmanet.ListenConfig) { lc.Spin = -time.Microsecond },
 	} {
-		lc := testConfig()
-		mod(&lc)
-		c, err := lc.ListenMulticast(context.Background(), "rdma", nil, newGroup())
-		if c != nil {
-			c.Close()
+		for _, group := range []*net.UDPAddr{newGroup(), nil} {
+			lc := testConfig()
+			mod(&lc)
+			err := listenFails(t, lc, group)
+			assert.ErrorContains(t, err, "ListenConfig."+name, name)
+			assert.ErrorContains(t, err, "must not be negative", name)
 		}
-		require.Error(t, err, name)
-		var oe *net.OpError
-		assert.ErrorAs(t, err, &oe, name)
-		assert.ErrorContains(t, err, "ListenConfig."+name, name)
-		assert.ErrorContains(t, err, "must not be negative", name)
 	}
 }
 

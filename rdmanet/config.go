@@ -344,11 +344,7 @@ func (c *Conn) checkRings() error {
 // Port or Spin is an error.
 func (lc *ListenConfig) ListenMulticast(ctx context.Context, network string, ifi *net.Interface, group *net.UDPAddr) (*Conn, error) {
 	if err := lc.validate(); err != nil {
-		var addr net.Addr
-		if group != nil {
-			addr = group
-		}
-		return nil, &net.OpError{Op: "listen", Net: network, Addr: addr, Err: err}
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: groupAddr(group), Err: err}
 	}
 	return listen(ctx, lc.withDefaults(), network, ifi, group)
 }

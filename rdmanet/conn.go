@@ -56,6 +56,7 @@ var _ net.PacketConn = (*Conn)(nil)
 
 func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Interface, group *net.UDPAddr) (_ *Conn, err error) {
 	c := &Conn{network: network, cfg: cfg}
+	addr := groupAddr(group)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	ipv6 := false
 	switch network {
@@ -63,21 +64,21 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	case "rdma6":
 		ipv6 = true
 	default:
-		return nil, c.opError("listen", group, net.UnknownNetworkError(network))
+		return nil, c.opError("listen", addr, net.UnknownNetworkError(network))
 	}
 	if group != nil {
 		if group.IP == nil || !group.IP.IsMulticast() {
-			return nil, c.opError("listen", group, &addrError{addr: group, why: "not a multicast group"})
+			return nil, c.opError("listen", addr, &addrError{addr: group, why: "not a multicast group"})
 		}
 		if network == "rdma4" && group.IP.To4() == nil || network == "rdma6" && group.IP.To4() != nil {
-			return nil, c.opError("listen", group, &addrError{addr: group, why: "wrong address family for network " + network})
+			return nil, c.opError("listen", addr, &addrError{addr: group, why: "wrong address family for network " + network})
 		}
 	}
 	bc := verbs.BindConfig{Interface: ifi, Addr: cfg.LocalAddr, Device: cfg.Device, Port: cfg.Port, IPv6: ipv6}
 	var fallback string
 	c.prov, fallback, err = chooseProvider(cfg.Backend, bc)
 	if err != nil {
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	c.cfg.RecvDepth = recvDepthFor(c.prov.Name(), c.cfg.RecvDepth)
 	cfg = c.cfg
@@ -86,7 +87,7 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 		if fallback != "" {
 			err = &fallbackError{fallback, err}
 		}
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	defer func() {
 		if err != nil {
@@ -104,31 +105,41 @@ func listen(ctx context.Context, cfg ListenConfig, network string, ifi *net.Inte
 	})
 	if err != nil {
 		c.local = c.id.Local()
-		return nil, c.opError("listen", group, c.explainCreateQP(err))
+		return nil, c.opError("listen", addr, c.explainCreateQP(err))
 	}
 	c.local = c.id.Local() // the provider may refine it once the QP exists
 	c.mtu.Store(int32(c.local.MTU))
 	if err = c.checkRings(); err != nil {
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	c.self = Addr{GID: c.local.GID, QPN: c.qp.QPN()}
 	c.loopback.Store(!cfg.DisableLoopback)
 	if err = c.initRecv(); err != nil {
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	if err = c.initSend(); err != nil {
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	if err = c.initEvents(); err != nil {
-		return nil, c.opError("listen", group, err)
+		return nil, c.opError("listen", addr, err)
 	}
 	c.initBuffers()
 	if group != nil {
 		if err = c.join(ctx, verbs.Group{IP: group.IP}); err != nil {
-			return nil, c.opError("listen", group, err)
+			return nil, c.opError("listen", addr, err)
 		}
 	}
 	return c, nil
+}
+
+// groupAddr is a listen error's Addr: the group, or none for a nil
+// group, as net's own errors have it (a nil *net.UDPAddr would be an
+// address that prints as "<nil>").
+func groupAddr(group *net.UDPAddr) net.Addr {
+	if group == nil {
+		return nil
+	}
+	return group
 }
 
 // teardown frees everything; callers make sure nothing else runs.

@@ -111,6 +111,7 @@ func (w hookWaiter) WaitPoll(wcs []verbs.WC) (int, error) {
 // toggles one does it inside the hook, with an atomic).
 type Faults struct {
 	Devices         func() error                      // Provider.Devices
+	DeviceAttrs     func([]verbs.DeviceAttr)          // changes what a Devices that succeeded returns
 	Local           func(verbs.Binding) verbs.Binding // what ID.Local reports
 	CreateQP        func() error
 	EventWaiter     func() error // the event channel's NewWaiter
@@ -158,7 +159,12 @@ func (p faultProvider) Devices() ([]verbs.DeviceAttr, error) {
 			return nil, err
 		}
 	}
-	return p.testProvider.Devices()
+	devs, err := p.testProvider.Devices()
+	if err == nil && p.f.DeviceAttrs != nil {
+		devs = slices.Clone(devs)
+		p.f.DeviceAttrs(devs)
+	}
+	return devs, err
 }
 
 type faultID struct {

@@ -37,7 +37,8 @@ func failNth(n int32) func() error {
 }
 
 // listenFails listens on backend and returns the error, closing a conn
-// that it wrongly made.
+// that it wrongly made. The error is a *net.OpError whose Addr is the
+// group, or none for a nil group.
 func listenFails(t *testing.T, lc rdmanet.ListenConfig, group *net.UDPAddr) error {
 	t.Helper()
 	c, err := lc.ListenMulticast(t.Context(), "rdma", nil, group)
@@ -48,6 +49,12 @@ func listenFails(t *testing.T, lc rdmanet.ListenConfig, group *net.UDPAddr) erro
 	var oe *net.OpError
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, "listen", oe.Op)
+	var want net.Addr // the group, or none at all (not a nil *net.UDPAddr)
+	if group != nil {
+		want = group
+	}
+	require.Equal(t, want, oe.Addr, "the error's Addr")
+	require.NotContains(t, err.Error(), "<nil>")
 	return err
 }
 
@@ -150,6 +157,27 @@ func TestCreateQPFailureAtTheLimitNotExplained(t *testing.T) {
 	// One over is named, so the limit read above is the one checked.
 	err := listenFails(t, rdmanet.ListenConfig{Backend: backend, SendDepth: limit + 1}, nil)
 	require.ErrorContains(t, err, fmt.Sprintf("rdmanet: ListenConfig.SendDepth %d is over the device's limit %d (max_qp_wr of sw-lo)", limit+1, limit))
+}
+
+// A device whose max_qp_wr is 1 has a limit (only 0 is unknown): a
+// CreateQP that fails with a depth over it is explained by the depth.
+// (Not parallel: rdmanet.Devices lists the backend's devices while it
+// is registered.)
+func TestCreateQPFailureExplainedAtTheLeastLimit(t *testing.T) {
+	softOnly(t)
+	name := "test-faults-" + t.Name()
+	t.Cleanup(func() { rdmanet.FaultBackend(name, &rdmanet.Faults{}) })
+	rdmanet.FaultBackend(name, &rdmanet.Faults{
+		DeviceAttrs: func(devs []verbs.DeviceAttr) {
+			for i := range devs {
+				devs[i].MaxQPWR = 1
+			}
+		},
+		CreateQP: func() error { return errFault },
+	})
+	err := listenFails(t, rdmanet.ListenConfig{Backend: name, RecvDepth: 2}, nil)
+	require.ErrorIs(t, err, errFault)
+	require.ErrorContains(t, err, "rdmanet: ListenConfig.RecvDepth 2 is over the device's limit 1 (max_qp_wr of sw-lo)")
 }
 
 // Where the devices cannot be listed, a failed CreateQP is returned as
