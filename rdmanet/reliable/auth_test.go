@@ -60,6 +60,8 @@ func TestGuardConfig(t *testing.T) {
 		{Config{RepairInterval: 2 * time.Second}, "reliable: Config.RepairInterval 2s is over the limit 1s"},
 		{Config{RepairShare: math.NaN()}, "reliable: Config.RepairShare NaN is not a finite number"},
 		{Config{RepairShare: 101}, "reliable: Config.RepairShare 101 is over the limit 100"},
+		{Config{RepairShare: 100.5}, "reliable: Config.RepairShare 100.5 is over the limit 100"},
+		{Config{RepairShare: 100}, ""}, // the limit itself is accepted
 		{Config{RepairShare: -1}, ""},
 	} {
 		err := tc.cfg.guardDefaults()
