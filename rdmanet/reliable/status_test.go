@@ -140,3 +140,26 @@ func TestSweepGap(t *testing.T) {
 		require.Equal(t, tc.want, got, "%s: got a sweep every %v, want %v", tc.name, got, tc.want)
 	}
 }
+
+// A receiver with no news for a FlowMin sender (its position and room
+// as last reported) answers the sender's heartbeat sent while a write
+// waits once its last report is exactly 4 StatusIntervals old (it may
+// have been lost on the way), and not a nanosecond sooner. The peer is
+// not among the conn's, so the timer loop leaves it alone.
+func TestAnswerHeartbeatAtFourStatusIntervals(t *testing.T) {
+	group := newGroup()
+	const every = time.Second
+	c := listenT(t, group, Config{StatusInterval: every})
+	raw := rawConn(t, group) // where the status goes
+	r := &c.rcv
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &peer{flowMin: true, key: peerKey{addr: *raw.LocalAddr().(*rdmanet.Addr), session: 9}}
+	r.sendStatus(p, 0) // its last report, at 0; nothing moves after it
+	sent := c.stats.statusSent.Load()
+	r.answerHeartbeat(p, int64(4*every)-1)
+	require.Equal(t, sent, c.stats.statusSent.Load(), "an answer with no news a nanosecond before 4 StatusIntervals")
+	require.False(t, p.statusOwed, "an answer owed with no news")
+	r.answerHeartbeat(p, int64(4*every))
+	require.Equal(t, sent+1, c.stats.statusSent.Load(), "the answer with no news at 4 StatusIntervals")
+}
