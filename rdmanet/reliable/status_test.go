@@ -163,3 +163,32 @@ func TestAnswerHeartbeatAtFourStatusIntervals(t *testing.T) {
 	r.answerHeartbeat(p, int64(4*every))
 	require.Equal(t, sent+1, c.stats.statusSent.Load(), "the answer with no news at 4 StatusIntervals")
 }
+
+// A report that reading makes (statusDue: the room moved on by a
+// quarter of RecvWindow) is stamped with the clock of the read that made
+// it: a ReadFrom that read no datagram itself has no clock reading to
+// pass, and the delivery reads one.
+func TestStatusOnReadStampedWithItsTime(t *testing.T) {
+	const rw = 16
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: rw, MaxMessage: 1024, StatusInterval: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	const session = 98
+	for i := range uint64(rw / 4) { // a FlowMin sender's quarter of the window
+		b := dataDG(session, i, i, 0, 1, []byte("m"))
+		b[1] |= flagFlowMin
+		inject(r, b, from)
+	}
+	before := r.Stats().StatusSent
+	start := r.now()
+	for i := range rw / 4 {
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, "m", string(b))
+	}
+	require.Equal(t, before+1, r.Stats().StatusSent, "the report of the room the reads made")
+	r.rcv.mu.Lock()
+	at := peerOf(t, r, session).statusAt
+	r.rcv.mu.Unlock()
+	require.GreaterOrEqual(t, at, start, "the report stamped %d, before the reads began at %d", at, start)
+}
