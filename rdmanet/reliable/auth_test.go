@@ -44,6 +44,17 @@ func TestReplayWindow(t *testing.T) {
 	for c := uint64(1); c <= replayWindowLen+1; c++ {
 		require.False(t, v.accept(c), "accept(%d) again", c)
 	}
+	// Counters in order, the highest moving on one at a time across many
+	// words: every counter seen inside the window stays refused (the
+	// words cleared as the highest moves are only those past its old one).
+	var u replayWindow
+	const top = 5000
+	for c := uint64(1); c <= top; c++ {
+		require.True(t, u.accept(c), "accept(%d) in order", c)
+	}
+	for c := uint64(top - replayWindowLen); c <= top; c++ {
+		require.False(t, u.accept(c), "accept(%d) again, the highest %d", c, top)
+	}
 }
 
 // Config.Key, RepairInterval and RepairShare are checked, naming the field.
