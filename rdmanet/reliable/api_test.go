@@ -130,7 +130,8 @@ func TestWriteBatchAddrRules(t *testing.T) {
 }
 
 // A reliable conn needs a group: ListenMulticast with none fails as a
-// *net.OpError, and so does a bad Config, with the conn under it closed.
+// *net.OpError, and so does a bad Config, with the conn under it closed,
+// and a bad config of the conn underneath.
 func TestListenErrors(t *testing.T) {
 	lc := ListenConfig{Conn: *testListenConfig()}
 	_, err := lc.ListenMulticast(t.Context(), "rdma", nil, nil)
@@ -150,6 +151,12 @@ func TestListenErrors(t *testing.T) {
 	var unknown net.UnknownNetworkError
 	_, err = lc.ListenMulticast(t.Context(), "udp", nil, newGroup())
 	require.ErrorAs(t, err, &unknown, "got %v", err)
+	require.ErrorAs(t, err, &op)
+	require.Equal(t, "listen", op.Op)
+	// Listen passes its rdmanet.ListenConfig to the conn underneath: an
+	// unknown backend there is refused.
+	_, err = Listen(t.Context(), &rdmanet.ListenConfig{Backend: "nonesuch"}, "rdma", nil, newGroup(), Config{})
+	require.ErrorContains(t, err, `unknown backend "nonesuch"`)
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "listen", op.Op)
 	// The package's ListenMulticast: the zero ListenConfig, the same errors.

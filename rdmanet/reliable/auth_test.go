@@ -44,6 +44,17 @@ func TestReplayWindow(t *testing.T) {
 	for c := uint64(1); c <= replayWindowLen+1; c++ {
 		require.False(t, v.accept(c), "accept(%d) again", c)
 	}
+	// Counters in order, the highest moving on one at a time across many
+	// words: every counter seen inside the window stays refused (the
+	// words cleared as the highest moves are only those past its old one).
+	var u replayWindow
+	const top = 5000
+	for c := uint64(1); c <= top; c++ {
+		require.True(t, u.accept(c), "accept(%d) in order", c)
+	}
+	for c := uint64(top - replayWindowLen); c <= top; c++ {
+		require.False(t, u.accept(c), "accept(%d) again, the highest %d", c, top)
+	}
 }
 
 // Config.Key, RepairInterval and RepairShare are checked, naming the field.
@@ -60,6 +71,8 @@ func TestGuardConfig(t *testing.T) {
 		{Config{RepairInterval: 2 * time.Second}, "reliable: Config.RepairInterval 2s is over the limit 1s"},
 		{Config{RepairShare: math.NaN()}, "reliable: Config.RepairShare NaN is not a finite number"},
 		{Config{RepairShare: 101}, "reliable: Config.RepairShare 101 is over the limit 100"},
+		{Config{RepairShare: 100.5}, "reliable: Config.RepairShare 100.5 is over the limit 100"},
+		{Config{RepairShare: 100}, ""}, // the limit itself is accepted
 		{Config{RepairShare: -1}, ""},
 	} {
 		err := tc.cfg.guardDefaults()

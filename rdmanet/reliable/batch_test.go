@@ -168,7 +168,8 @@ func TestReadBatchLossSetsFirstOnly(t *testing.T) {
 
 // ReadBatch keeps the read deadline (past, future, and one set while it
 // waits), returns at Close, truncates like ReadFrom, and with no
-// messages to read into returns at once.
+// messages to read into returns at once. Every error comes with 0
+// messages read.
 func TestReadBatchDeadline(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{})
@@ -179,13 +180,15 @@ func TestReadBatchDeadline(t *testing.T) {
 	require.Zero(t, k)
 
 	r.SetReadDeadline(time.Now().Add(-time.Second))
-	_, err = r.ReadBatch(ms)
+	k, err = r.ReadBatch(ms)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Zero(t, k, "messages read with a deadline passed")
 
 	r.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
 	start := time.Now()
-	_, err = r.ReadBatch(ms)
+	k, err = r.ReadBatch(ms)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Zero(t, k, "messages read when the deadline came")
 	require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 
 	// A deadline set while ReadBatch waits wakes it.
@@ -232,10 +235,12 @@ func TestReadBatchDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("ReadBatch did not return at Close")
 	}
-	_, err = r.ReadBatch(nil)
+	k, err = r.ReadBatch(nil)
 	require.ErrorIs(t, err, net.ErrClosed)
-	_, err = r.ReadBatch(ms)
+	require.Zero(t, k)
+	k, err = r.ReadBatch(ms)
 	require.ErrorIs(t, err, net.ErrClosed)
+	require.Zero(t, k, "messages read after Close")
 }
 
 // A loss report behind a ready message, in one batch: the batch hands out

@@ -9,7 +9,8 @@ import (
 
 // A refused value names the reason of a narrowed bound only when that
 // bound is the one refused: a narrowing function whose floor equals the
-// static floor does not narrow, and the error gives no reason. The
+// static floor does not narrow, and the error gives no reason; likewise a
+// negative value's error names the default only where there is one. The
 // messages are compared whole (TestConfigBounds checks prefixes).
 func TestConfigBoundsReasonOnlyWhenNarrowed(t *testing.T) {
 	const ms = time.Millisecond
@@ -31,6 +32,14 @@ func TestConfigBoundsReasonOnlyWhenNarrowed(t *testing.T) {
 		// One datagram more: the narrowed floor, with its reason.
 		{"Window floor narrowed", Config{Window: 17, MaxMessage: 9 * 996},
 			"reliable: Config.Window 17 is under the floor 18 (two largest messages: MaxMessage 8964 is 9 datagrams at MTU 1024)"},
+		// A negative value names the default a zero takes, and none
+		// where the default is 0 (off).
+		{"NAKDelay negative, no default", Config{NAKDelay: -1},
+			"reliable: Config.NAKDelay -1ns is negative (0 takes the default)"},
+		{"FlowControl negative, no default", Config{FlowControl: -1},
+			"reliable: Config.FlowControl FlowControl(-1) is negative (0 takes the default)"},
+		{"MaxSenders negative, its default", Config{MaxSenders: -1},
+			"reliable: Config.MaxSenders -1 is negative (0 takes the default, 64)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // A FlowMin write waiting on a full receive window goes as soon as the
@@ -39,4 +41,28 @@ func TestFlowMinReleasedAtExactRoom(t *testing.T) {
 	for i := uint64(1); i <= 64; i++ {
 		require.Equal(t, i, readOne(t, r, 64))
 	}
+}
+
+// A receiver heard exactly ReceiverTimeout ago still holds a FlowMin
+// sender back (Receivers counts it so too, and the sweep keeps it); a
+// nanosecond later it no longer does. slowest is asked at those two
+// instants, an hour after the receiver's status, so the conn's own
+// sweeps leave it alone.
+func TestSlowestKeepsReceiverAtReceiverTimeout(t *testing.T) {
+	const rt = time.Hour
+	tx := listenT(t, newGroup(), Config{MaxMessage: 8 << 10, FlowControl: FlowMin, Window: 64, ReceiverTimeout: rt})
+	inject(tx, statusDG(0x78, tx.session, 10, 50), rdmanet.Addr{QPN: 0x4322}) // room up to 50, under 10 + Window
+	s := &tx.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Len(t, s.receivers, 1)
+	var heard int64
+	for _, r := range s.receivers {
+		heard = r.heard
+	}
+	lim, ok := s.slowest(heard + int64(rt))
+	require.True(t, ok, "a receiver heard ReceiverTimeout ago no longer holds the sender back")
+	require.Equal(t, uint64(50), lim, "how far the sender may write")
+	_, ok = s.slowest(heard + int64(rt) + 1)
+	require.False(t, ok, "a receiver heard ReceiverTimeout and 1 ns ago still holds the sender back")
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/go-rdma/rdmanet/rdmanet"
 )
 
 // setInputHook makes c's unread-input check (inputWaits) report what f
@@ -53,4 +55,26 @@ func TestNAKWaitsForUnreadInput(t *testing.T) {
 			require.Equal(t, uint64(1), r.Stats().NAKsHeld, "one round, held once")
 		})
 	}
+}
+
+// A NAK held at its due for unread input is looked at again
+// inputRecheck later (or when the input is read), not at once: a tick
+// at the due exactly returns due + inputRecheck. The due is moved 10
+// minutes ahead, where the timer loop leaves it alone.
+func TestHeldNAKLooksAgainAfterInputRecheck(t *testing.T) {
+	r := listenT(t, newGroup(), Config{NAKDelay: time.Second, SenderTimeout: time.Hour})
+	setInputHook(r, func() bool { return true })
+	from := rdmanet.Addr{QPN: 0x4255}
+	const session = 99
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	inject(r, dataDG(session, 2, 2, 0, 1, []byte("m2")), from) // seq 1 missing
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := peerOf(t, r, session)
+	due := r.now() + int64(10*time.Minute)
+	p.nak.due = due
+	rc.mu.Unlock()
+	require.Equal(t, due+inputRecheck, rc.tick(due), "when a tick at a held NAK's due looks again")
+	require.Equal(t, uint64(1), r.Stats().NAKsHeld, "the NAK held")
+	require.Zero(t, r.Stats().NAKsSent)
 }

@@ -169,36 +169,48 @@ func TestWriteMaxMessageOfAPartFragment(t *testing.T) {
 // A window start inside a message too long (forged: a sender's window
 // starts at a message) moves next past that message, to the message
 // numbered after it: the sender's next message, right after the long
-// one, is delivered, not dropped as implausible.
+// one, is delivered, not dropped as implausible. A window start at the
+// long message's end names the message there itself, and the receiver
+// takes its number: a forger's message too long may claim a number
+// ahead of the sender's (here message 5 where the sender's window
+// starts with message 3), and the sender's message 3 is delivered.
 func TestWindowStartInsideTooLongMessage(t *testing.T) {
 	group := newGroup()
-	r := listenT(t, group, Config{RecvWindow: 4096, SenderTimeout: time.Hour})
-	from := rdmanet.Addr{QPN: 0x4291}
 	const session, nfrag = 91, 1000 // more than MaxMessage (64 KiB) takes at any MTU
-	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
-	// Message 1 (seqs 1 to 9) missing; message 2, too long, at [10, 1010).
-	inject(r, dataDG(session, 10, 2, 0, nfrag, make([]byte, 100)), from)
-	b, _, err := readMsg(t, r)
-	require.NoError(t, err)
-	require.Equal(t, "m0", string(b))
-	// The window starts at seq 500, in message 2's place, naming it.
-	inject(r, heartbeatDG(session, 10+nfrag, 3, 500, 2), from)
-	r.rcv.mu.Lock()
-	p := peerOf(t, r, session)
-	next, nextMsg := p.next, p.nextMsg
-	r.rcv.mu.Unlock()
-	require.Equal(t, [2]uint64{10 + nfrag, 3}, [2]uint64{next, nextMsg}, "next and its message after the window start")
+	for _, tc := range []struct {
+		name           string
+		longMsg        uint64 // the message too long's number
+		lowSeq, lowMsg uint64 // where the window starts
+	}{
+		{"inside, naming the long message", 2, 500, 2},
+		{"at its end, the long message numbered ahead", 5, 10 + nfrag, 3},
+	} {
+		r := listenT(t, group, Config{RecvWindow: 4096, SenderTimeout: time.Hour})
+		from := rdmanet.Addr{QPN: 0x4291}
+		inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+		// Message 1 (seqs 1 to 9) missing; a message too long at [10, 1010).
+		inject(r, dataDG(session, 10, tc.longMsg, 0, nfrag, make([]byte, 100)), from)
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, "m0", string(b), tc.name)
+		inject(r, heartbeatDG(session, 10+nfrag, 3, tc.lowSeq, tc.lowMsg), from)
+		r.rcv.mu.Lock()
+		p := peerOf(t, r, session)
+		next, nextMsg := p.next, p.nextMsg
+		r.rcv.mu.Unlock()
+		require.Equal(t, [2]uint64{10 + nfrag, 3}, [2]uint64{next, nextMsg}, "%s: next and its message after the window start", tc.name)
 
-	before := r.Stats().Implausible
-	inject(r, dataDG(session, 10+nfrag, 3, 0, 1, []byte("m3")), from)
-	require.Equal(t, before, r.Stats().Implausible, "message 3 implausible; stats %+v", r.Stats())
-	for {
-		b, _, err = readMsg(t, r)
-		var le *LossError
-		if !errors.As(err, &le) {
-			break
+		before := r.Stats().Implausible
+		inject(r, dataDG(session, 10+nfrag, 3, 0, 1, []byte("m3")), from)
+		require.Equal(t, before, r.Stats().Implausible, "%s: message 3 implausible; stats %+v", tc.name, r.Stats())
+		for {
+			b, _, err = readMsg(t, r)
+			var le *LossError
+			if !errors.As(err, &le) {
+				break
+			}
 		}
+		require.NoError(t, err, tc.name)
+		require.Equal(t, "m3", string(b), tc.name)
 	}
-	require.NoError(t, err)
-	require.Equal(t, "m3", string(b))
 }

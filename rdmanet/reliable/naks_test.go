@@ -138,9 +138,7 @@ func TestWindowStartAtTheGapKeepsIt(t *testing.T) {
 // A NAK round asks for at most 8 missing runs: with ten single gaps
 // (seqs 1, 3, ..., 19) in one round, the round's NAKs at its due are 8.
 // Seq 20 comes second so that the round, started at the first gap, spans
-// all ten. Its due is then moved 10 minutes ahead, where the timer loop
-// leaves it alone (it may have sent a first NAK already: the round is
-// then a retry, which asks the same way).
+// all ten.
 func TestNAKsAtMostEightARound(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{SenderTimeout: time.Hour})
@@ -151,17 +149,46 @@ func TestNAKsAtMostEightARound(t *testing.T) {
 	for seq := uint64(2); seq < 20; seq += 2 {
 		inject(r, dataDG(session, seq, seq, 0, 1, []byte("m")), from)
 	}
+	end, naks := nakRoundAtDue(t, r, from, session)
+	require.Equal(t, uint64(21), end, "the round spans every gap")
+	require.Equal(t, uint64(8), naks, "NAKs of a round with ten gaps; stats %+v", r.Stats())
+}
+
+// nakRoundAtDue moves the due of the NAK round r runs for sender
+// (from, session) 10 minutes ahead, where the timer loop leaves it alone
+// (it may have sent a first NAK already: the round is then a retry,
+// which asks the same way), ticks at that due and returns the round's
+// end and the NAKs the tick sent.
+func nakRoundAtDue(t *testing.T, r *Conn, from rdmanet.Addr, session uint32) (end, naks uint64) {
+	t.Helper()
 	rc := &r.rcv
 	rc.mu.Lock()
 	p := rc.peers[peerKey{addr: from, session: session}]
-	require.NotNil(t, p)
-	require.NotEqual(t, nakIdle, p.nak.state, "a NAK timer for the gaps")
-	require.Equal(t, uint64(21), p.nak.end, "the round spans every gap")
+	if p == nil || p.nak.state == nakIdle {
+		rc.mu.Unlock()
+		t.Fatalf("no NAK round for session %d", session)
+	}
+	end = p.nak.end
 	due := r.now() + int64(10*time.Minute)
 	p.nak.due = due
 	rc.mu.Unlock()
 
 	before := r.Stats().NAKsSent
 	rc.tick(due)
-	require.Equal(t, before+8, r.Stats().NAKsSent, "NAKs of a round with ten gaps; stats %+v", r.Stats())
+	return end, r.Stats().NAKsSent - before
+}
+
+// A NAK asks for at most nakPays (8) datagrams, what its padding to an
+// MTU pays for: a run of 8 missing is one NAK, a run of 9 two.
+func TestNAKAsksForAtMostEight(t *testing.T) {
+	group := newGroup()
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the NAKs go
+	for _, tc := range []struct{ run, naks uint64 }{{8, 1}, {9, 2}} {
+		r := listenT(t, group, Config{SenderTimeout: time.Hour})
+		session := uint32(100 + tc.run)
+		inject(r, dataDG(session, 0, 0, 0, 1, []byte("m")), from)
+		inject(r, dataDG(session, tc.run+1, tc.run+1, 0, 1, []byte("m")), from) // seqs 1 to run missing
+		_, naks := nakRoundAtDue(t, r, from, session)
+		require.Equal(t, tc.naks, naks, "NAKs for a run of %d missing; stats %+v", tc.run, r.Stats())
+	}
 }

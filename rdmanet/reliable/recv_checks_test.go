@@ -157,3 +157,28 @@ func TestSatAdd(t *testing.T) {
 		require.Equal(t, c[2], satAdd(c[0], c[1]), "satAdd(%d, %d)", c[0], c[1])
 	}
 }
+
+// Only a heartbeat with the fin flag marks its sender as closing (it is
+// forgotten once everything it sent is read) and is answered with a
+// status at once; a plain heartbeat does neither.
+func TestHeartbeatFinFlag(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{StatusInterval: time.Hour, SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	const session = 96
+	fin := func() bool {
+		r.rcv.mu.Lock()
+		defer r.rcv.mu.Unlock()
+		return peerOf(t, r, session).fin
+	}
+	inject(r, heartbeatDG(session, 0, 0, 0, 0), from) // placed: its first status
+	before := r.Stats().StatusSent
+	inject(r, heartbeatDG(session, 0, 0, 0, 0), from)
+	require.False(t, fin(), "a plain heartbeat marked its sender closing")
+	require.Equal(t, before, r.Stats().StatusSent, "a status for a plain heartbeat")
+	b := heartbeatDG(session, 0, 0, 0, 0)
+	b[1] |= flagFin
+	inject(r, b, from)
+	require.True(t, fin(), "a fin heartbeat did not mark its sender closing")
+	require.Equal(t, before+1, r.Stats().StatusSent, "the status for a fin heartbeat")
+}

@@ -97,3 +97,22 @@ func TestImplausibleLossReportDropped(t *testing.T) {
 	require.Contains(t, le.Error(), "lost 1 messages")
 	require.Contains(t, le.Error(), "session 0x0000005e")
 }
+
+// What was lost before the sender's window start is counted from the
+// message number the window start gives, not from a datagram held at
+// that seq that numbers its message lower (forged: the sender's window
+// starts with message 9 at seq 10, where a forger's datagram says
+// message 3): messages 1 to 8 are reported lost, not 1 and 2.
+func TestLossCountedFromTheWindowStart(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	from := r.local
+	from.QPN ^= 0x4444
+	const session = 95
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	inject(r, dataDG(session, 10, 3, 0, 1, []byte("x")), from) // seqs 1 to 9 missing
+	inject(r, heartbeatDG(session, 11, 10, 10, 9), from)       // the window starts at seq 10, message 9
+	requireLoss(t, r, &from, 8)
+}

@@ -191,6 +191,7 @@ func TestRepairIntervalAnyEcho(t *testing.T) {
 	st := tx.Stats()
 	require.Equal(t, uint64(count), st.RepairsMulticast, "repairs of %d datagrams asked for 300 times; stats %+v", count, st)
 	require.Equal(t, uint64(299*count), st.RepairsSuppressed)
+	require.Equal(t, uint64(count*(headerLen+len(b))), st.RepairBytes, "bytes of %d repairs, each a datagram as sent", count)
 }
 
 // A NAK pays for the repairs it causes: an unpadded NAK for the whole

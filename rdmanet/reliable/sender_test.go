@@ -249,6 +249,7 @@ func TestWriteBatchPostsWhenFull(t *testing.T) {
 	}{
 		{"s.msgs full", Config{}, func(c *Conn) int { return len(c.snd.msgs) }},
 		{"the window full", Config{Window: 16, MaxMessage: 1024}, func(c *Conn) int { return int(c.snd.wi.n) }},
+		{"64 a post for messages of a datagram or two", Config{MaxMessage: 1024}, func(*Conn) int { return 64 }},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			c := listenT(t, newGroup(), tc.cfg)

@@ -108,9 +108,10 @@ func readMsg(t testing.TB, c *Conn) ([]byte, *rdmanet.Addr, error) {
 
 func requireLoss(t testing.TB, c *Conn, from net.Addr, messages uint64) {
 	t.Helper()
-	_, got, err := readMsg(t, c)
+	b, got, err := readMsg(t, c)
 	var le *LossError
 	require.True(t, errors.As(err, &le), "got %v, want a LossError of %d messages", err, messages)
+	require.Empty(t, b, "bytes read with the loss report")
 	require.Equal(t, messages, le.Messages)
 	require.Equal(t, from.String(), got.String())
 }

@@ -140,3 +140,55 @@ func TestSweepGap(t *testing.T) {
 		require.Equal(t, tc.want, got, "%s: got a sweep every %v, want %v", tc.name, got, tc.want)
 	}
 }
+
+// A receiver with no news for a FlowMin sender (its position and room
+// as last reported) answers the sender's heartbeat sent while a write
+// waits once its last report is exactly 4 StatusIntervals old (it may
+// have been lost on the way), and not a nanosecond sooner. The peer is
+// not among the conn's, so the timer loop leaves it alone.
+func TestAnswerHeartbeatAtFourStatusIntervals(t *testing.T) {
+	group := newGroup()
+	const every = time.Second
+	c := listenT(t, group, Config{StatusInterval: every})
+	raw := rawConn(t, group) // where the status goes
+	r := &c.rcv
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &peer{flowMin: true, key: peerKey{addr: *raw.LocalAddr().(*rdmanet.Addr), session: 9}}
+	r.sendStatus(p, 0) // its last report, at 0; nothing moves after it
+	sent := c.stats.statusSent.Load()
+	r.answerHeartbeat(p, int64(4*every)-1)
+	require.Equal(t, sent, c.stats.statusSent.Load(), "an answer with no news a nanosecond before 4 StatusIntervals")
+	require.False(t, p.statusOwed, "an answer owed with no news")
+	r.answerHeartbeat(p, int64(4*every))
+	require.Equal(t, sent+1, c.stats.statusSent.Load(), "the answer with no news at 4 StatusIntervals")
+}
+
+// A report that reading makes (statusDue: the room moved on by a
+// quarter of RecvWindow) is stamped with the clock of the read that made
+// it: a ReadFrom that read no datagram itself has no clock reading to
+// pass, and the delivery reads one.
+func TestStatusOnReadStampedWithItsTime(t *testing.T) {
+	const rw = 16
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: rw, MaxMessage: 1024, StatusInterval: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	const session = 98
+	for i := range uint64(rw / 4) { // a FlowMin sender's quarter of the window
+		b := dataDG(session, i, i, 0, 1, []byte("m"))
+		b[1] |= flagFlowMin
+		inject(r, b, from)
+	}
+	before := r.Stats().StatusSent
+	start := r.now()
+	for i := range rw / 4 {
+		b, _, err := readMsg(t, r)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, "m", string(b))
+	}
+	require.Equal(t, before+1, r.Stats().StatusSent, "the report of the room the reads made")
+	r.rcv.mu.Lock()
+	at := peerOf(t, r, session).statusAt
+	r.rcv.mu.Unlock()
+	require.GreaterOrEqual(t, at, start, "the report stamped %d, before the reads began at %d", at, start)
+}

@@ -126,6 +126,22 @@ func TestHeaderAccessors(t *testing.T) {
 	require.Equal(t, h, got)
 }
 
+// The header's bytes are where doc.go's wire format puts them, big-endian,
+// and the kinds are its numbers: byte 0 is version 1 in the high nibble
+// and the kind in the low one, data 1 to lost 5. Sender and receiver
+// share the constants, so sending and receiving alone never tell.
+func TestHeaderLayout(t *testing.T) {
+	b := make([]byte, headerLen)
+	putHeader(b, &header{kind: kindData, flags: 0x23, frag: 0x0102, nfrag: 0x0304, tx: 0x0506,
+		session: 0x0708090a, seq: 0x0b0c0d0e0f101112, msg: 0x131415161718191a})
+	require.Equal(t, []byte{0x11, 0x23, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a,
+		0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a}, b)
+	for k, want := range map[kind]byte{kindData: 0x11, kindHeartbeat: 0x12, kindNAK: 0x13, kindStatus: 0x14, kindLost: 0x15} {
+		putHeader(b, &header{kind: k})
+		require.Equal(t, want, b[0], "byte 0 of a %v datagram", k)
+	}
+}
+
 // The control datagrams' payloads are the sizes doc.go's wire format
 // gives, in bytes: a heartbeat 16 (low seq, low msg), a NAK 12 (session,
 // count, rtt; padding after it allowed), a status 12 (session, limit), a
