@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -261,4 +262,22 @@ func TestKeyedDatagramLayout(t *testing.T) {
 	binary.BigEndian.PutUint32(qpn[:], tx.local.QPN)
 	mac.Write(qpn[:])
 	require.Equal(t, mac.Sum(nil)[:16], d[28+len(msg)+8:], "the tag")
+}
+
+// A sweep (made when the replay windows are all taken) forgets the
+// windows not heard for expire and keeps the rest, one heard exactly
+// expire ago included: a recent source's replays stay refused.
+func TestReplayWindowSweepKeepsTheRecent(t *testing.T) {
+	const now, expire = int64(10 << 30), int64(4 << 30) // a conn running for seconds
+	a := &authState{windows: map[replayKey]*replayWindow{}, expire: expire}
+	for qpn, heard := range map[uint32]int64{1: now - expire - 1, 2: now - expire, 3: now - 1, 4: now} {
+		a.windows[replayKey{qpn: qpn}] = &replayWindow{heard: heard}
+	}
+	a.sweep(now)
+	var left []uint32
+	for k := range a.windows {
+		left = append(left, k.qpn)
+	}
+	slices.Sort(left)
+	require.Equal(t, []uint32{2, 3, 4}, left)
 }
