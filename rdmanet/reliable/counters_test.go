@@ -121,3 +121,21 @@ func TestBytesReceivedCounted(t *testing.T) {
 	require.Equal(t, uint64(len(sizes)), ts.MessagesSent, "stats %+v", ts)
 	require.Equal(t, uint64(total), ts.BytesSent, "stats %+v", ts)
 }
+
+// Stats.RTT is InitialRTT until a sender is heard, and then the largest
+// smoothed round trip among the senders heard, one measured below
+// InitialRTT included.
+func TestStatsRTT(t *testing.T) {
+	const initial = 300 * time.Microsecond
+	c := listenT(t, newGroup(), Config{InitialRTT: initial})
+	require.Equal(t, initial, c.Stats().RTT, "no sender heard")
+	from := rdmanet.Addr{QPN: 0x4301}
+	inject(c, heartbeatDG(71, 0, 0, 0, 0), from)
+	require.Equal(t, 1, peers(c))
+	c.rcv.mu.Lock()
+	for _, p := range c.rcv.peers {
+		p.srtt = int64(50 * time.Microsecond) // measured
+	}
+	c.rcv.mu.Unlock()
+	require.Equal(t, 50*time.Microsecond, c.Stats().RTT, "one sender, its round trip measured")
+}
