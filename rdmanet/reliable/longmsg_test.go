@@ -214,3 +214,25 @@ func TestWindowStartInsideTooLongMessage(t *testing.T) {
 		require.Equal(t, "m3", string(b), tc.name)
 	}
 }
+
+// A message of more than 64 fragments (MaxMessage 1 MiB: 258 datagrams
+// at MTU 4096) goes out and arrives whole: the sender's batch has room
+// for every fragment of the longest message.
+func TestMessageOfManyFragments(t *testing.T) {
+	group := newGroup()
+	cfg := Config{MaxMessage: 1 << 20}
+	rx := listenT(t, group, cfg)
+	tx := listenT(t, group, cfg)
+	require.Greater(t, (cfg.MaxMessage+tx.frag-1)/tx.frag, 64)
+	msg := make([]byte, cfg.MaxMessage)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	_, err := tx.WriteTo(msg, group)
+	require.NoError(t, err)
+	require.NoError(t, rx.SetReadDeadline(time.Now().Add(10*time.Second)))
+	buf := make([]byte, cfg.MaxMessage+1)
+	n, _, err := rx.ReadFrom(buf)
+	require.NoError(t, err)
+	require.Equal(t, msg, buf[:n])
+}
