@@ -5,6 +5,7 @@ package rdmanet_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -259,13 +260,10 @@ func TestSendsDoneStopsAtTheLastCompletion(t *testing.T) {
 		}
 		return false, 0, nil
 	}}
-	g := newGroup()
-	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f) })
-	sb, err := c.NewSendBuffer(c.MTU()) // freed by Close
-	require.NoError(t, err)
+	g, c, sb := sendBufferConn(t, &f)
 	b := sb.Bytes()
 	copy(b, "first")
-	_, err = c.WriteTo(b[:5], g)
+	_, err := c.WriteTo(b[:5], g)
 	require.NoError(t, err)
 	require.NoError(t, c.WaitSends(1))
 	got, _ := mustRead(t, c)
@@ -304,10 +302,7 @@ func TestSendBufferPostedInlineWithinTheLimit(t *testing.T) {
 		}
 		return false, 0, nil
 	}}
-	g := newGroup()
-	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f) })
-	sb, err := c.NewSendBuffer(c.MTU()) // freed by Close
-	require.NoError(t, err)
+	g, c, sb := sendBufferConn(t, &f)
 	b := sb.Bytes()
 	posted := func() []bool {
 		mu.Lock()
@@ -322,8 +317,19 @@ func TestSendBufferPostedInlineWithinTheLimit(t *testing.T) {
 	}
 	require.Equal(t, []bool{true, true}, posted(), "1 B and an MTU (%d B) posted inline", c.MTU())
 	rdmanet.SetSendBufferInline(c, false)
-	_, err = c.WriteTo(b[:1], g)
+	_, err := c.WriteTo(b[:1], g)
 	require.NoError(t, err)
 	mustRead(t, c)
 	require.Equal(t, []bool{true, true, false}, posted(), "inline off: by the SGE")
+}
+
+// sendBufferConn listens on a new group through f's backend and gives the
+// conn a SendBuffer of an MTU (freed by Close).
+func sendBufferConn(t *testing.T, f *rdmanet.Faults) (*net.UDPAddr, *rdmanet.Conn, *rdmanet.SendBuffer) {
+	t.Helper()
+	g := newGroup()
+	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, f) })
+	sb, err := c.NewSendBuffer(c.MTU())
+	require.NoError(t, err)
+	return g, c, sb
 }
