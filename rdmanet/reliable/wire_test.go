@@ -140,6 +140,15 @@ func TestHeaderLayout(t *testing.T) {
 		putHeader(b, &header{kind: k})
 		require.Equal(t, want, b[0], "byte 0 of a %v datagram", k)
 	}
+	// Byte 1's bits, as doc.go gives them: a heartbeat's "a write waits"
+	// shares 0x1 with data's repair, and the group size is the high
+	// nibble.
+	for name, f := range map[string][2]int{
+		"repair": {flagRepair, 0x1}, "wait": {flagWait, 0x1}, "FlowMin": {flagFlowMin, 0x2},
+		"fin": {flagFin, 0x4}, "keyed": {flagKeyed, 0x8}, "group size": {flagsGSize, 0xf0}, "group size shift": {gsizeShift, 4},
+	} {
+		require.Equal(t, f[1], f[0], "flag %s", name)
+	}
 }
 
 // The control datagrams' payloads are the sizes doc.go's wire format
