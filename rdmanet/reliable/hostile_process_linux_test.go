@@ -475,9 +475,7 @@ type hostileCase struct {
 // sender; forged data from a sender's address replaces its messages) is
 // measured and logged, not failed.
 func TestHostile(t *testing.T) {
-	if testDevice != "" {
-		t.Skip("software backend only: the attacker forges RoCEv2 packets from 127/8 addresses on lo")
-	}
+	forgesOnLo(t)
 	var cases []hostileCase
 	for _, keyed := range []bool{false, true} {
 		for _, a := range []string{"none",
@@ -880,9 +878,7 @@ func peersOutside(c *Conn, tx *Conn, rx []*hostileReader) int {
 // recording replayed) is dropped as replayed and delivered once; sent
 // from another QP it fails the tag.
 func TestKeyedReplay(t *testing.T) {
-	if testDevice != "" {
-		t.Skip("software backend only: the replay is forged from a 127/8 address on lo")
-	}
+	forgesOnLo(t)
 	group := newGroup()
 	cfg := Config{Key: testKey}
 	rx := listenT(t, group, cfg)
@@ -930,4 +926,14 @@ func TestKeyedReplay(t *testing.T) {
 	require.Equal(t, uint64(1), st.Unauthenticated)
 	require.Equal(t, uint64(1), st.MessagesReceived)
 	require.Zero(t, st.Duplicates, "a replay never reaches the receive window")
+}
+
+// forgesOnLo skips a test that forges RoCEv2 datagrams from 127/8
+// addresses on lo: the software backend's only (a device's conns are not
+// on lo).
+func forgesOnLo(t *testing.T) {
+	t.Helper()
+	if testDevice != "" {
+		t.Skip("software backend only: the test forges RoCEv2 datagrams from 127/8 addresses on lo")
+	}
 }

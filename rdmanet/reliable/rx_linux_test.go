@@ -17,9 +17,7 @@ import (
 // more than the MTU (GRH plus MTU, rounded up to 64 bytes), so a forged
 // datagram one byte over the MTU reaches it.
 func TestLongerThanMTUIsMalformed(t *testing.T) {
-	if testDevice != "" {
-		t.Skip("software backend only: the datagram is forged from a 127/8 address on lo")
-	}
+	forgesOnLo(t)
 	group := newGroup()
 	r := listenT(t, group, Config{})
 	mtu := r.Conn().MTU()
@@ -45,9 +43,7 @@ func TestLongerThanMTUIsMalformed(t *testing.T) {
 // cut one) is dropped and counted too, not handed out cut to the MTU;
 // the next message comes as written.
 func TestLongerThanMTUIsMalformedInline(t *testing.T) {
-	if testDevice != "" {
-		t.Skip("software backend only: the datagram is forged from a 127/8 address on lo")
-	}
+	forgesOnLo(t)
 	group := newGroup()
 	r := listenT(t, group, Config{})
 	mtu := r.Conn().MTU()
