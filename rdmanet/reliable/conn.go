@@ -55,6 +55,7 @@ type Conn struct {
 	dropHook   func(b []byte) bool                         // tests: drop a received datagram when true
 	inputHook  func() bool                                 // tests: stands for the underlying conn's unread check
 	sendHook   func(seq uint64, repair bool, at int64)     // tests: each data datagram staged and each repair, under snd.mu
+	postHook   func(ms []rdmanet.Message) (int, error)     // tests: stands for the underlying conn's WriteBatch when a write posts its data
 	gapHook    func(from peerKey, lo, hi uint64, at int64) // tests: datagrams [lo, hi) of from first known missing, under rcv.mu
 	epochStart time.Time
 	auth       *authState // Config.Key: auth.go; nil without a key

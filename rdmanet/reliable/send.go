@@ -179,7 +179,15 @@ func (s *sender) flags() uint8 {
 
 // write cuts each message into datagrams, keeps them in the window and
 // sends them, as many datagrams a post as s.msgs holds. It returns how
-// many messages were sent.
+// many messages were written.
+//
+// A message is written once any of its datagrams was posted: it has
+// sequence numbers the receivers know of, and what of it was not posted
+// reaches them by repair. When a post fails part way, the messages none
+// of whose datagrams was posted are taken back out of the window
+// (unstage), so the count says exactly which the caller may write again
+// without a receiver reading one twice; an error after every message was
+// written is not returned (the next write meets it, with nothing taken).
 func (s *sender) write(ms []rdmanet.Message) (int, error) {
 	c := s.c
 	s.mu.Lock()
@@ -195,8 +203,8 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 	if dl := c.writeDL.Load(); dl != 0 && time.Now().UnixNano() >= dl {
 		return 0, os.ErrDeadlineExceeded
 	}
-	k, done := 0, 0 // datagrams staged in s.msgs; messages sent
-	staged := 0     // messages staged
+	k, done := 0, 0 // datagrams staged in s.msgs; messages written
+	staged := 0     // messages staged in s.msgs: ms[done:done+staged]
 	// With FlowMin, how far the slowest receiver lets this write go:
 	// looked at once a call (s.mu keeps status out meanwhile), again
 	// only when a message would pass it.
@@ -209,16 +217,31 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 		if k == 0 {
 			return nil
 		}
-		sent, err := c.conn.WriteBatch(s.msgs[:k])
+		var sent int
+		var err error
+		if c.postHook != nil {
+			sent, err = c.postHook(s.msgs[:k])
+		} else {
+			sent, err = c.conn.WriteBatch(s.msgs[:k])
+		}
 		s.sent(sent)
 		c.stats.datagramsSent.Add(uint64(sent))
-		k = 0
-		if err != nil {
-			return err
+		for _, w := range s.msgSlot[:sent] {
+			s.repair.earn(s.lens[w])
 		}
-		done += staged
-		staged = 0
-		return nil
+		written := staged
+		if sent < k {
+			written = s.unstage(ms[done:done+staged], sent, k)
+		}
+		bytes := 0
+		for i := range ms[done : done+written] {
+			bytes += len(ms[done+i].Buffer)
+		}
+		c.stats.messagesSent.Add(uint64(written))
+		c.stats.bytesSent.Add(uint64(bytes))
+		done += written
+		k, staged = 0, 0
+		return err
 	}
 	for i := range ms {
 		b := ms[i].Buffer
@@ -268,7 +291,6 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 				chunk = chunk[:c.frag]
 			}
 			n := c.seal(&s.seal, d, headerLen+copy(d[headerLen:], chunk))
-			s.repair.earn(n)
 			s.lens[w], s.seqs[w], s.repairT[w] = n, seq, 0
 			s.msgs[k] = rdmanet.Message{Buffer: d[:n], Addr: c.group}
 			s.msgSlot[k] = w
@@ -277,8 +299,6 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 		s.next += uint64(nfrag)
 		s.nextMsg++
 		staged++
-		c.stats.messagesSent.Add(1)
-		c.stats.bytesSent.Add(uint64(len(b)))
 	}
 	s.lastSend = now
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
@@ -288,7 +308,26 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 		// interval.
 		s.armHeartbeat(s.lastSend+s.hbEvery, s.lastSend)
 	}
-	return done, flush()
+	if err := flush(); err != nil && done < len(ms) {
+		return done, err
+	}
+	return done, nil
+}
+
+// unstage takes back out of the window the messages of ms, staged in
+// s.msgs[:k] in order, none of whose datagrams was posted: only the first
+// sent were. Nobody has seen their sequence numbers (s.mu was held from
+// staging to the post, and heartbeats and repairs take it), so the next
+// message gets them again. It returns how many of ms were written.
+func (s *sender) unstage(ms []rdmanet.Message, sent, k int) int {
+	at, n := 0, 0
+	for n < len(ms) && at < sent {
+		at += max((len(ms[n].Buffer)+s.c.frag-1)/s.c.frag, 1)
+		n++
+	}
+	s.next -= uint64(k - at)
+	s.nextMsg -= uint64(len(ms) - n)
+	return n
 }
 
 // waitWindow waits, with s.mu held on entry and return, while writing
