@@ -323,6 +323,13 @@ func (c *Conn) waitRead(batch bool, b []byte) error {
 // it, as a nil Addr names a connected socket's peer in
 // golang.org/x/net/ipv4. Any other address fails with ErrWriteAddr.
 // Messages up to MaxMessage bytes are cut into datagrams as needed.
+//
+// An error means the message was not written, and writing it again
+// delivers it once. When the underlying conn fails part way through a
+// message's datagrams (a deadline, the link going down), the message
+// is written all the same: the receivers know of it and get the rest by
+// repair, and WriteTo returns no error; the next write meets the
+// failure.
 func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if c.closing.Load() { // first: the group lookup fails once closed
 		return 0, c.opError("write", addr, net.ErrClosed)
@@ -358,7 +365,11 @@ func (c *Conn) isGroup(addr net.Addr) bool {
 // sets N of each message sent and returns how many were; on an error,
 // the ones before it were sent, as with rdmanet.Conn.WriteBatch: a
 // message longer than MaxMessage or with another Addr is the error, and
-// the ones after it are not sent.
+// the ones after it are not sent. The count is exact when the underlying
+// conn fails part way, as for WriteTo: a message with any datagram posted
+// is written and counted (its rest comes by repair); those after it are
+// not in the window, and may be written again without a receiver reading
+// one twice.
 func (c *Conn) WriteBatch(ms []rdmanet.Message) (int, error) {
 	if c.closing.Load() {
 		return 0, c.opError("write", nil, net.ErrClosed)
