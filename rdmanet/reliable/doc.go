@@ -216,6 +216,15 @@
 // the window is Go memory and each send is copied, as WindowRegistered
 // reports.
 //
+// A write that fails says exactly what it wrote. A message is written
+// once any of its datagrams was posted: the receivers know of it and get
+// the rest by repair. When the underlying conn fails part way through a
+// post (the write deadline passing while the send queue is full, the
+// link going down), the messages none of whose datagrams went out are
+// taken back out of the window, their sequence numbers given to the next
+// messages, and left out of the count, so writing them again delivers
+// each once.
+//
 // # Loss
 //
 // When a NAK asks for datagrams that have left the sender's window, or a
