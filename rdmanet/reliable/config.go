@@ -125,7 +125,8 @@ type Config struct {
 	Linger time.Duration
 	// FromWindowStart makes a receiver start a newly heard sender at the
 	// oldest message the sender still holds, instead of at its current
-	// position.
+	// position (or, in the sender's first second, at its first message:
+	// see Membership in the package doc).
 	FromWindowStart bool
 
 	// RepairInterval is the least time between two resends of one

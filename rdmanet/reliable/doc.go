@@ -260,8 +260,14 @@
 // starts a sender it has not heard before at the message of the first
 // datagram it hears (FromWindowStart: at the oldest message the sender
 // still holds): one that joins after the sender's first write starts
-// where it joins (late join), and so does one whose first heartbeat
-// from the sender is overtaken by data. It forgets a sender silent for
+// where it joins (late join). In the sender's start, its first second
+// while it has sent less than a window, its data and heartbeats say so,
+// and a receiver that first hears it then starts it at its first
+// message: one listening from before the sender started, whose first
+// heartbeat from it was overtaken by data (a write at once after
+// Listen) or lost with the first datagrams, has them repaired rather
+// than skipped, and one that joins in that second gets what the sender
+// wrote before it. It forgets a sender silent for
 // SenderTimeout. Every member conn is so a sender to the others, heard
 // by its heartbeats, whether it writes or not.
 //
@@ -348,12 +354,14 @@
 //
 //	byte  0     version (high nibble, 1) | kind (low nibble)
 //	byte  1     flags: 0x1 repair (data) or a write waits for status
-//	            (heartbeat), 0x2 sender runs FlowMin, 0x4 fin,
+//	            (heartbeat), 0x2 sender runs FlowMin, 0x4 fin
+//	            (heartbeat) or the sender's start (data: Membership),
 //	            0x8 keyed (the 24-byte trailer of Authentication follows
 //	            the payload); bits 4-7 (data, heartbeat): the sender's
 //	            group size, ceil(log2 receivers), 0 for one or none (zero
 //	            otherwise)
-//	bytes 2-3   fragment index (data; 0 otherwise)
+//	bytes 2-3   fragment index (data); heartbeat: 1 in the sender's
+//	            start, else 0; 0 otherwise
 //	bytes 4-5   fragment count (data, >= 1; 0 otherwise)
 //	bytes 6-7   data, heartbeat: the sender's transmission number (one
 //	            more for each datagram it sends to the group, repairs

@@ -355,3 +355,49 @@ func scaleReceivers(full bool) []int {
 	}
 	return ns
 }
+
+// A sender that writes at once after Listen, before any receiver heard
+// it: the loss of its first datagram is still repaired, not skipped.
+func TestFirstDatagramLostWritingAtOnce(t *testing.T) {
+	for _, fc := range []FlowControl{FlowMax, FlowMin} {
+		t.Run(fc.String(), func(t *testing.T) {
+			group := newGroup()
+			first := dropFirst(func(seq uint64) bool { return seq == 0 })
+			r := listenDrop(t, group, Config{}, first)
+			tx := listenT(t, group, Config{FlowControl: fc})
+			b := make([]byte, 64)
+			for i := uint64(0); i < 10; i++ {
+				_, err := tx.WriteTo(payload(b, i), group)
+				require.NoError(t, err)
+			}
+			losses, err := readAll(r, 10, 64, 5*time.Second)
+			require.NoError(t, err, "receiver stats %+v", r.Stats())
+			require.Zero(t, losses)
+		})
+	}
+}
+
+// A receiver that lost a new sender's first datagram and the heartbeats
+// before it, and first hears the sender by a heartbeat sent in its start
+// (announcing seq 1), starts it at seq 0 and has message 0 repaired.
+func TestFirstHeardByAHeartbeatInTheStart(t *testing.T) {
+	group := newGroup()
+	r := listenDrop(t, group, Config{}, func(b []byte) bool {
+		var h header
+		if _, err := decode(b, &h); err != nil {
+			return false
+		}
+		return (h.kind == kindHeartbeat && h.seq == 0) || (h.kind == kindData && h.seq == 0 && h.flags&flagRepair == 0)
+	})
+	tx := listenT(t, group, Config{})
+	b := make([]byte, 64)
+	_, err := tx.WriteTo(payload(b, 0), group)
+	require.NoError(t, err)
+	waitReceivers(t, tx, 1) // r placed tx: by a heartbeat, the only datagram it kept
+	_, err = tx.WriteTo(payload(b, 1), group)
+	require.NoError(t, err)
+	losses, err := readAll(r, 2, 64, 5*time.Second)
+	require.NoError(t, err, "receiver stats %+v", r.Stats())
+	require.Zero(t, losses)
+	require.NotZero(t, r.Stats().Recovered, "message 0 came by repair")
+}

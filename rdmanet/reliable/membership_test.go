@@ -34,10 +34,20 @@ func readOne(t testing.TB, c *Conn, size int) uint64 {
 }
 
 // A late joiner starts at the sender's current position; with
-// FromWindowStart, at the oldest message the sender still holds.
+// FromWindowStart, at the oldest message the sender still holds; in the
+// sender's first second (starting), at its first message.
 func TestLateJoiner(t *testing.T) {
-	for _, fromStart := range []bool{false, true} {
-		t.Run(map[bool]string{false: "current", true: "window-start"}[fromStart], func(t *testing.T) {
+	for _, tc := range []struct {
+		what      string
+		fromStart bool
+		starting  bool // the late joiner first hears the sender in its start
+		first     uint64
+	}{
+		{"current", false, false, 100},
+		{"window-start", true, false, 0},
+		{"in the sender's start", false, true, 0},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
 			group := newGroup()
 			early := listenT(t, group, Config{})
 			tx := listenT(t, group, Config{})
@@ -45,15 +55,16 @@ func TestLateJoiner(t *testing.T) {
 			writeN(t, tx, group, 0, 100, 100)
 			_, err := readAll(early, 100, 100, 5*time.Second)
 			require.NoError(t, err)
-			late := listenT(t, group, Config{FromWindowStart: fromStart})
+			if !tc.starting {
+				tx.snd.mu.Lock()
+				tx.snd.startUntil = 0
+				tx.snd.mu.Unlock()
+			}
+			late := listenT(t, group, Config{FromWindowStart: tc.fromStart})
 			time.Sleep(20 * time.Millisecond)
 			writeN(t, tx, group, 100, 200, 100)
 			first := readOne(t, late, 100)
-			if fromStart {
-				require.Equal(t, uint64(0), first)
-			} else {
-				require.Equal(t, uint64(100), first)
-			}
+			require.Equal(t, tc.first, first)
 			for want := first + 1; want < 200; want++ {
 				require.Equal(t, want, readOne(t, late, 100))
 			}

@@ -134,7 +134,11 @@ func (r *receiver) data(from rdmanet.Addr, h *header, b []byte, now int64) {
 	}
 	if !p.placed {
 		p.tx = h.tx
-		r.start(p, first, h.msg, now)
+		at, atMsg := first, h.msg
+		if h.start() {
+			at, atMsg = 0, 0
+		}
+		r.start(p, at, atMsg, now)
 	}
 	if seq >= p.next && !p.plausible(first, h.msg) {
 		c.stats.implausible.Add(1)
@@ -242,7 +246,11 @@ func (r *receiver) heartbeat(from rdmanet.Addr, h *header, pl []byte) {
 	}
 	if !p.placed {
 		p.tx = h.tx
-		r.start(p, h.seq, h.msg, now)
+		at, atMsg := h.seq, h.msg
+		if h.start() {
+			at, atMsg = 0, 0
+		}
+		r.start(p, at, atMsg, now)
 	}
 	// A heartbeat sent before a "lost" answer moved next may arrive
 	// after it (the answer comes by unicast): a position before next

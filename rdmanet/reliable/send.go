@@ -51,14 +51,17 @@ type sender struct {
 	msgSlot  []int // the window slot of each of msgs
 
 	lastSend int64 // last data or heartbeat
-	waiting  bool  // a write waits for the receivers' status (waitWindow)
-	hbEvery  int64 // current heartbeat interval (doubles while idle)
-	hbTimer  *time.Timer
-	hbAt     atomic.Int64 // when hbTimer fires
-	wrote    atomic.Int64 // lastSend of the last write, for heartbeatTimer
-	hbBuf    [headerLen + hbPayload + trailerLen]byte
-	ctrl     [1]rdmanet.Message
-	lostBuf  [headerLen + trailerLen]byte
+	// startUntil ends the sender's start (starting): startSpan after
+	// the conn was made.
+	startUntil int64
+	waiting    bool  // a write waits for the receivers' status (waitWindow)
+	hbEvery    int64 // current heartbeat interval (doubles while idle)
+	hbTimer    *time.Timer
+	hbAt       atomic.Int64 // when hbTimer fires
+	wrote      atomic.Int64 // lastSend of the last write, for heartbeatTimer
+	hbBuf      [headerLen + hbPayload + trailerLen]byte
+	ctrl       [1]rdmanet.Message
+	lostBuf    [headerLen + trailerLen]byte
 
 	receivers map[peerKey]*receiverState
 	gsize     uint8         // gsizeCode(len(receivers)): advertised in data and heartbeats (feedback.go)
@@ -102,6 +105,7 @@ func (s *sender) init(c *Conn) {
 	s.msgs = make([]rdmanet.Message, maxFrags)
 	s.msgSlot = make([]int, maxFrags)
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)
+	s.startUntil = c.now() + int64(startSpan)
 	s.hbTimer = time.AfterFunc(time.Hour, s.heartbeatTimer)
 	s.hbTimer.Stop()
 	s.receivers = make(map[peerKey]*receiverState)
@@ -162,6 +166,25 @@ func (s *sender) wake() {
 func (s *sender) slot(seq uint64) []byte {
 	i := int(s.wi.of(seq))
 	return s.buf[i*s.c.stride : i*s.c.stride+s.c.mtu]
+}
+
+// startSpan is how long after it is made a sender marks its datagrams
+// as sent in its start (starting).
+const startSpan = time.Second
+
+// starting reports whether a datagram that takes the sender up to end
+// (one past its seq; for a heartbeat, next) is sent in the sender's
+// start: in its first startSpan, and within its first window, so that
+// all of it before end is still held. A receiver that has not heard the
+// sender before starts it at seq 0 on such a datagram rather than at the
+// datagram: were it listening when the sender started, it would
+// otherwise skip, with no loss reported, what it lost of the sender's
+// first datagrams and the heartbeats that announced them (a sender that
+// writes at once after Listen sends its first datagram before its first
+// heartbeat). One that joins in the sender's first second may get what
+// the sender wrote before it joined.
+func (s *sender) starting(end uint64, now int64) bool {
+	return now < s.startUntil && end <= s.wi.n
 }
 
 // flags are the flags of the sender's data and heartbeats: its flow
@@ -276,6 +299,9 @@ func (s *sender) write(ms []rdmanet.Message) (int, error) {
 			}
 		}
 		h := header{kind: kindData, flags: s.flags(), nfrag: uint16(nfrag), session: c.session, msg: s.nextMsg}
+		if s.starting(s.next+uint64(nfrag), now) {
+			h.flags |= flagStart
+		}
 		for i := 0; i < nfrag; i++ {
 			seq := s.next + uint64(i)
 			w := int(s.wi.of(seq))
@@ -482,6 +508,9 @@ func (s *sender) heartbeat(fin bool) {
 	}
 	lowSeq, lowMsg := s.low()
 	h := header{kind: kindHeartbeat, flags: s.flags(), session: c.session, seq: s.next, msg: s.nextMsg, tx: s.tx}
+	if s.starting(s.next, c.now()) {
+		h.frag = hbStart
+	}
 	s.tx++
 	if fin {
 		h.flags |= flagFin

@@ -282,3 +282,22 @@ func TestWriteBatchPostsWhenFull(t *testing.T) {
 		})
 	}
 }
+
+// A sender's start (starting) is its first startSpan and its first
+// window: the datagrams that take it up to Window are in it, the next
+// one is not, and nothing is once startSpan has passed.
+func TestStartingEnds(t *testing.T) {
+	before := time.Now()
+	c := listenT(t, newGroup(), Config{Window: 16, MaxMessage: 1024})
+	s := &c.snd
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := c.now()
+	require.Greater(t, s.startUntil, now)
+	require.LessOrEqual(t, s.startUntil, int64(startSpan)+int64(time.Since(before)), "startSpan from the conn's making")
+	require.True(t, s.starting(1, now))
+	require.True(t, s.starting(16, now), "up to the window's last datagram")
+	require.False(t, s.starting(17, now), "past the first window")
+	require.True(t, s.starting(1, s.startUntil-1))
+	require.False(t, s.starting(1, s.startUntil), "after startSpan")
+}

@@ -50,8 +50,14 @@ const (
 	flagFin     = 1 << 2 // heartbeat: the sender is closing
 	// heartbeat: a write waits for the receivers' status (FlowMin); the
 	// bit of flagRepair, which only data carries
-	flagWait   = 1 << 0
+	flagWait = 1 << 0
+	// data: sent in the sender's start (send.go: starting); the bit of
+	// flagFin, which only heartbeats carry. A heartbeat says the same
+	// with hbStart in its fragment index.
+	flagStart  = 1 << 2
 	flagsKnown = flagRepair | flagFlowMin | flagFin
+
+	hbStart = 1 // a heartbeat's fragment index in the sender's start
 )
 
 // header is the decoded fixed header of every datagram.
@@ -175,13 +181,26 @@ func decode(b []byte, h *header) ([]byte, error) {
 	if h.tx != 0 && (h.kind == kindStatus || h.kind == kindLost) {
 		return nil, errReserved
 	}
-	if h.frag != 0 || h.nfrag != 0 {
+	if h.nfrag != 0 || (h.frag != 0 && (h.kind != kindHeartbeat || h.frag != hbStart)) {
 		return nil, errFragment
 	}
 	if len(p) != want {
 		return nil, errPayload
 	}
 	return p, nil
+}
+
+// start reports whether h, data or a heartbeat, was sent in its sender's
+// start: a receiver that has not placed the sender starts it at its
+// first datagram, seq 0.
+func (h *header) start() bool {
+	switch h.kind {
+	case kindData:
+		return h.flags&flagStart != 0
+	case kindHeartbeat:
+		return h.frag == hbStart
+	}
+	return false
 }
 
 // heartbeat payload: the first sequence the sender still holds that starts

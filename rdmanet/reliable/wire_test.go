@@ -55,6 +55,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"heartbeat short", good(kindHeartbeat, hbPayload-1), nil, errPayload},
 		{"nak short", good(kindNAK, nakPayload-1), nil, errPayload},
 		{"status fragment", good(kindStatus, statusPayload), func(b []byte) { b[5] = 1 }, errFragment},
+		{"heartbeat start other than 1", good(kindHeartbeat, hbPayload), func(b []byte) { b[3] = hbStart + 1 }, errFragment},
+		{"heartbeat start in the high byte", good(kindHeartbeat, hbPayload), func(b []byte) { b[2] = 1 }, errFragment},
+		{"heartbeat fragment count", good(kindHeartbeat, hbPayload), func(b []byte) { b[3], b[5] = hbStart, 1 }, errFragment},
+		{"start on a NAK", good(kindNAK, nakPayload), func(b []byte) { b[3] = hbStart }, errFragment},
+		{"start on a status", good(kindStatus, statusPayload), func(b []byte) { b[3] = hbStart }, errFragment},
 		{"lost payload", good(kindLost, 1), nil, errPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +150,7 @@ func TestHeaderLayout(t *testing.T) {
 	// nibble.
 	for name, f := range map[string][2]int{
 		"repair": {flagRepair, 0x1}, "wait": {flagWait, 0x1}, "FlowMin": {flagFlowMin, 0x2},
-		"fin": {flagFin, 0x4}, "keyed": {flagKeyed, 0x8}, "group size": {flagsGSize, 0xf0}, "group size shift": {gsizeShift, 4},
+		"fin": {flagFin, 0x4}, "start": {flagStart, 0x4}, "heartbeat start": {hbStart, 1}, "keyed": {flagKeyed, 0x8}, "group size": {flagsGSize, 0xf0}, "group size shift": {gsizeShift, 4},
 	} {
 		require.Equal(t, f[1], f[0], "flag %s", name)
 	}
@@ -177,5 +182,32 @@ func TestControlPayloadSizes(t *testing.T) {
 				require.ErrorIs(t, err, errPayload, "kind %d, payload %d bytes: got %v, want errPayload", tc.k, n, err)
 			}
 		}
+	}
+}
+
+// The start marker: data carry it in byte 1 (flagStart), heartbeats in
+// the fragment index (hbStart); it decodes on those two kinds only, and
+// a datagram without it is not in a start.
+func TestStartMarker(t *testing.T) {
+	for _, tc := range []struct {
+		h     header
+		start bool
+	}{
+		{header{kind: kindData, nfrag: 1, flags: flagStart}, true},
+		{header{kind: kindData, nfrag: 1}, false},
+		{header{kind: kindData, nfrag: 2, frag: 1, seq: 1}, false}, // a fragment index is not a start
+		{header{kind: kindHeartbeat, frag: hbStart}, true},
+		{header{kind: kindHeartbeat, flags: flagFin}, false}, // fin shares flagStart's bit
+		{header{kind: kindHeartbeat}, false},
+	} {
+		b := make([]byte, headerLen+hbPayload)
+		if tc.h.kind == kindData {
+			b = b[:headerLen+1]
+		}
+		putHeader(b, &tc.h)
+		var h header
+		_, err := decode(b, &h)
+		require.NoError(t, err, "%+v", tc.h)
+		require.Equal(t, tc.start, h.start(), "%+v", tc.h)
 	}
 }
