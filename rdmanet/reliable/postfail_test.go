@@ -163,3 +163,46 @@ func TestWriteToPostFails(t *testing.T) {
 		})
 	}
 }
+
+// The count of a part-way post holds at the fragment count's edges: an
+// empty message (one datagram), one of exactly a datagram's payload, one
+// byte more (two), two full datagrams. Each message is told by its
+// length and its bytes.
+func TestWritePostFailsAtFragmentEdges(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{})
+	waitReceivers(t, tx, 1)
+	lens := []int{0, tx.frag, tx.frag + 1, 2 * tx.frag, 7} // datagrams 1, 1, 2, 2, then the marker
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, lens[i]) }
+	buf := make([]byte, r.MaxMessage())
+	next := 0 // the next message r reads
+	for _, tc := range []struct{ posted, written int }{
+		{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 3}, {5, 4},
+	} {
+		t.Run(fmt.Sprintf("%d posted", tc.posted), func(t *testing.T) {
+			failPostOnce(t, tx, tc.posted)
+			ms := make([]rdmanet.Message, 4)
+			for i := range ms {
+				ms[i].Buffer = msg(i)
+			}
+			k, err := tx.WriteBatch(ms)
+			require.Equal(t, tc.written, k, "messages written (err %v)", err)
+			if k < len(ms) {
+				require.ErrorIs(t, err, errPostFailed)
+			}
+			k2, err := tx.WriteBatch(ms[k:])
+			require.NoError(t, err)
+			require.Equal(t, len(ms)-k, k2)
+			_, err = tx.WriteTo(msg(4), group)
+			require.NoError(t, err)
+			for i := range 5 {
+				require.NoError(t, r.SetReadDeadline(time.Now().Add(10*time.Second)))
+				n, _, err := r.ReadFrom(buf)
+				require.NoError(t, err, "read %d: reader stats %+v", next, r.Stats())
+				require.Equal(t, msg(i), buf[:n], "read %d: message %d (by its length and bytes)", next, i)
+				next++
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -300,4 +301,36 @@ func TestStartingEnds(t *testing.T) {
 	require.False(t, s.starting(17, now), "past the first window")
 	require.True(t, s.starting(1, s.startUntil-1))
 	require.False(t, s.starting(1, s.startUntil), "after startSpan")
+}
+
+// The data a sender writes in its start say so up to its window's last
+// datagram, and not past it: each message is marked by where it ends.
+func TestStartMarkedUpToTheWindow(t *testing.T) {
+	group := newGroup()
+	var mu sync.Mutex
+	marked := map[uint64]bool{} // data seq -> start marker, as r received it (a repair resends the slot as sent)
+	r := listenDrop(t, group, Config{}, func(b []byte) bool {
+		var h header
+		if _, err := decode(b, &h); err == nil && h.kind == kindData {
+			mu.Lock()
+			marked[h.seq] = h.start()
+			mu.Unlock()
+		}
+		return false
+	})
+	tx := listenT(t, group, Config{Window: 16, MaxMessage: 1024})
+	waitReceivers(t, tx, 1)
+	const count = 18 // one datagram each: seq 0..17
+	for i := range count {
+		_, err := tx.WriteTo(payload(make([]byte, 64), uint64(i)), group)
+		require.NoError(t, err)
+	}
+	_, err := readAll(r, count, 64, 10*time.Second)
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	for seq := uint64(0); seq < count; seq++ {
+		require.Contains(t, marked, seq)
+		require.Equal(t, seq < 16, marked[seq], "seq %d: in the start only within the window of 16", seq)
+	}
 }
