@@ -129,7 +129,8 @@ func TestSocketBufferOfFd0(t *testing.T) {
 }
 
 // SocketBuffer reports what SetSocketBuffer set, as net.UDPConn's
-// SetReadBuffer takes it: the kernel's doubled figure halved.
+// SetReadBuffer takes it: the kernel's doubled figure halved. The receive
+// buffer is set on both sockets, the send buffer on the unicast one.
 func TestSocketBufferAsSet(t *testing.T) {
 	e := newEndpoint(t, verbs.QPConfig{})
 	for _, recv := range []bool{true, false} {
@@ -138,6 +139,16 @@ func TestSocketBufferAsSet(t *testing.T) {
 		require.Equal(t, 64<<10, got, "recv %v", recv)
 		require.Equal(t, 64<<10, e.qp.SocketBuffer(recv), "recv %v", recv)
 	}
+	// SocketBuffer reports the least of the two receive buffers: each
+	// socket's own, smaller than a new socket's, says it was set.
+	for name, fd := range map[string]int{"multicast": soft.RecvWaiterHooksOf(e.qp).NarrowFd(), "unicast": soft.UnicastFd(e.qp)} {
+		n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		require.NoError(t, err)
+		require.Equal(t, 2*64<<10, n, "the %s socket's SO_RCVBUF", name)
+	}
+	n, err := unix.GetsockoptInt(soft.UnicastFd(e.qp), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	require.NoError(t, err)
+	require.Equal(t, 2*64<<10, n, "the unicast socket's SO_SNDBUF")
 }
 
 // TestMulticastSocketSeesOnlyItsGroups: a QP's multicast socket, bound to
