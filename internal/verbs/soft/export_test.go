@@ -220,3 +220,11 @@ func FlushRecvs(q *QP) {
 	defer q.rcq.mu.Unlock()
 	q.rcq.flushRQ()
 }
+
+// AttachSelfFilter attaches the self filter of a QP at src with QPN qpn to
+// fd, reporting whether it did.
+func AttachSelfFilter(fd int, src [4]byte, qpn uint32) bool { return attachSelfFilter(fd, src, qpn) }
+
+// SelfFilterMinLen is the shortest UDP datagram (header included) whose
+// source QP the self filter reads.
+const SelfFilterMinLen = selfFilterMinLen
