@@ -3,12 +3,16 @@
 package soft_test
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -164,6 +168,128 @@ func TestDeviceCountsFromAnotherNamespace(t *testing.T) {
 		_, err := unix.FcntlInt(0, unix.F_GETFD, 0)
 		require.Error(t, err, "the namespace's fd, at 0, left open")
 	})
+}
+
+// countsChildEnv names the test that a child process started by
+// runCountsChild runs, in the parent's network namespace.
+const countsChildEnv = "RDMANET_SOFT_COUNTS_CHILD"
+
+// runCountsChild runs t again in a child process (this test binary,
+// -test.run t), made by start (which calls cmd.Start), and fails t unless
+// t passed there. It reports whether this process is that child; when
+// not, the caller returns.
+func runCountsChild(t *testing.T, start func(cmd *exec.Cmd) error) bool {
+	t.Helper()
+	if os.Getenv(countsChildEnv) == t.Name() {
+		return true
+	}
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
+	// In a coverage run the child writes its counters where the parent's
+	// are merged (the mutation tool's baseline).
+	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.gocoverdir="+f.Value.String())
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), countsChildEnv+"="+t.Name())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := start(cmd); err != nil {
+		t.Skipf("cannot start the child: %v", err)
+	}
+	err := cmd.Wait()
+	if err != nil || !strings.Contains(out.String(), "--- PASS: "+t.Name()) {
+		t.Fatalf("in a child process: %v\n%s", err, out.String())
+	}
+	return false
+}
+
+// floodAndCount floods a QP of this process's network namespace and wants
+// its device counters to show the QP's drops.
+func floodAndCount(t *testing.T, group string) {
+	rx := newEndpoint(t, verbs.QPConfig{})
+	tx := newEndpoint(t, verbs.QPConfig{})
+	require.NoError(t, flood(rx, tx, group, 8000))
+	d := rx.qp.DeviceCounts()
+	overflow := rx.qp.Drops().Overflow
+	t.Logf("device %v; the QP's overflow %d", d, overflow)
+	require.NotNil(t, d, "no device counters")
+	require.Positive(t, overflow)
+	assert.Equal(t, overflow, d["UdpRcvbufErrors"])
+}
+
+// setnsOwn tries setns(2) into the calling thread's own network
+// namespace, on a locked thread.
+func setnsOwn(t *testing.T) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(self)
+	return unix.Setns(self, unix.CLONE_NEWNET)
+}
+
+// socketNetns tries SIOCGSKNS (the namespace of a socket) on a new UDP
+// socket.
+func socketNetns(t *testing.T) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	ns, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	if err == nil {
+		unix.Close(ns)
+	}
+	return err
+}
+
+// TestDeviceCountsWithoutSysAdmin: a process that may learn its sockets'
+// network namespace (SIOCGSKNS needs CAP_NET_ADMIN over it) but not enter
+// it (setns needs CAP_SYS_ADMIN), as a service given CAP_NET_ADMIN alone,
+// has the device counters of a QP in its own namespace: DeviceCounts sees
+// that the namespace is the calling thread's and reads it there, without
+// entering it. The test runs itself again as a child without CAP_SYS_ADMIN
+// (dropped from the bounding set of the thread that starts it).
+func TestDeviceCountsWithoutSysAdmin(t *testing.T) {
+	child := runCountsChild(t, func(cmd *exec.Cmd) error {
+		ch := make(chan error, 1)
+		go func() {
+			// The thread's bounding set stays narrowed: it is never
+			// unlocked, and ends with the goroutine.
+			runtime.LockOSThread()
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0); err != nil {
+				ch <- fmt.Errorf("needs CAP_SETPCAP (root): PR_CAPBSET_DROP: %w", err)
+				return
+			}
+			ch <- cmd.Start()
+		}()
+		return <-ch
+	})
+	if !child {
+		return
+	}
+	require.NoError(t, socketNetns(t), "SIOCGSKNS without CAP_SYS_ADMIN")
+	require.ErrorIs(t, setnsOwn(t), unix.EPERM, "the child may enter its namespace: it has CAP_SYS_ADMIN")
+	floodAndCount(t, "239.80.5.1")
+}
+
+// TestDeviceCountsInUserNamespace: a process that may not even learn its
+// sockets' network namespace (SIOCGSKNS fails with EPERM without
+// CAP_NET_ADMIN over it: an unprivileged process, or one in a user
+// namespace of its own, as here) takes it for the calling thread's, and
+// has the device counters of a QP made there.
+func TestDeviceCountsInUserNamespace(t *testing.T) {
+	child := runCountsChild(t, func(cmd *exec.Cmd) error {
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		}
+		return cmd.Start()
+	})
+	if !child {
+		return
+	}
+	require.ErrorIs(t, socketNetns(t), unix.EPERM, "SIOCGSKNS in a user namespace of its own")
+	floodAndCount(t, "239.80.5.2")
 }
 
 // tryEndpoint is newEndpoint for a goroutine other than the test's: it

@@ -45,6 +45,27 @@ func RefuseGSOSendShort(errno unix.Errno) (restore func()) {
 	return func() { sendRuns = sendmmsg }
 }
 
+// RefuseUDPSegment makes sendmmsg fail with errno at the first message
+// that carries a control message (UDP_SEGMENT, the only one sends carry),
+// sending those before it, as the kernel does for a route that cannot
+// take UDP GSO at all, a run of one segment included (udp_send_skb's EIO
+// on an IPsec route), until restore is called.
+func RefuseUDPSegment(errno unix.Errno) (restore func()) {
+	sendRuns = func(fd int, msgs []mmsghdr, flags int) (int, error) {
+		for i := range msgs {
+			if msgs[i].Hdr.Controllen > 0 {
+				if i == 0 {
+					return 0, errno
+				}
+				msgs = msgs[:i]
+				break
+			}
+		}
+		return sendmmsg(fd, msgs, flags)
+	}
+	return func() { sendRuns = sendmmsg }
+}
+
 // BareReads is how many bare reads (no control messages) q's receive CQ
 // made.
 func BareReads(q *QP) uint64 {
@@ -220,3 +241,11 @@ func FlushRecvs(q *QP) {
 	defer q.rcq.mu.Unlock()
 	q.rcq.flushRQ()
 }
+
+// AttachSelfFilter attaches the self filter of a QP at src with QPN qpn to
+// fd, reporting whether it did.
+func AttachSelfFilter(fd int, src [4]byte, qpn uint32) bool { return attachSelfFilter(fd, src, qpn) }
+
+// SelfFilterMinLen is the shortest UDP datagram (header included) whose
+// source QP the self filter reads.
+const SelfFilterMinLen = selfFilterMinLen

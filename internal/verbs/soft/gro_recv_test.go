@@ -295,6 +295,36 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
 }
 
+// TestGROOnlyWhereRunsArrive on the multicast socket: a run to a group
+// turns UDP_GRO on there, and a Poll that finds no receive posted turns it
+// off until receives are posted again.
+func TestGROOffWithoutReceivesMulticast(t *testing.T) {
+	const batch, group = 8, "239.201.9.31"
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a.postRecvs(0, nBufs)
+	m, _ := a.join(group, false)
+	_, ah := s.join(group, true)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, batch, k)
+	require.Len(t, a.recv(batch, 2*time.Second), batch)
+	require.Equal(t, [2]bool{true, false}, soft.GROActive(a.qp), "after a run to the group")
+
+	soft.FlushRecvs(a.qp)
+	var wcs [1]verbs.WC
+	n, err := a.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
+	a.postRecvs(0, 1)
+	assert.Equal(t, [2]bool{true, false}, soft.GROActive(a.qp), "receives posted again")
+}
+
 // groQuiet is a sender and a receiver whose unicast socket has UDP_GRO
 // on, its count of quiet reads at 0: a run the kernel cut turned GRO on,
 // and a second run came coalesced, in one read. Of the receiver's nBufs

@@ -368,3 +368,40 @@ func TestRefusedRunSentShort(t *testing.T) {
 		})
 	}
 }
+
+// A run of one datagram goes out as a plain datagram, without UDP_SEGMENT:
+// a kernel refuses any UDP_SEGMENT send on a route that cannot take GSO
+// (one through IPsec: EIO), a single segment included, and a batch of
+// datagrams to different destinations makes no run. Here with such
+// refusals (RefuseUDPSegment), a batch of one datagram to each of two QPs:
+// both complete without error and arrive. (Not parallel: the hook is
+// process-wide.)
+func TestLoneRunsWithoutUDPSegment(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{})
+	rx := []*endpoint{newEndpoint(t, verbs.QPConfig{}), newEndpoint(t, verbs.QPConfig{})}
+	wrs := make([]verbs.SendWR, len(rx))
+	for i, r := range rx {
+		r.postRecvs(0, 1)
+		ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+		require.NoError(t, err)
+		copy(s.sendBuf(i), fmt.Sprintf("to %d", i))
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 4), AH: ah, RemoteQPN: r.qp.QPN(), RemoteQKey: r.qp.QKey(), Flags: verbs.SendSignaled}
+	}
+	restore := soft.RefuseUDPSegment(unix.EIO)
+	defer restore()
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), k)
+	wcs := make([]verbs.WC, len(wrs))
+	n, err := s.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	for i, wc := range wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d: errno %v", i, wc.Errno)
+	}
+	for i, r := range rx {
+		got := r.recv(1, 2*time.Second)
+		require.Len(t, got, 1, "QP %d", i)
+		assert.Equal(t, fmt.Sprintf("to %d", i), string(r.buf(got[0])[verbs.GRHSize:]))
+	}
+}

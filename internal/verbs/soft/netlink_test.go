@@ -137,6 +137,27 @@ func TestNetlinkViewLinkAttrs(t *testing.T) {
 	require.Equal(t, "down", l.info.operState)
 }
 
+// addLink skips an IFLA_MTU shorter than its 4 bytes and an empty
+// IFLA_OPERSTATE, as parseNetdev does ("short MTU and empty state"): the
+// link keeps MTU 0 and state "unknown" (only a forged message has them).
+func TestNetlinkViewShortAttrs(t *testing.T) {
+	mtu := binary.NativeEndian.AppendUint32(nil, 1500)
+	msgs, err := syscall.ParseNetlinkMessage(linkDump(7, syscall.ARPHRD_ETHER,
+		nlAttr{syscall.IFLA_IFNAME, []byte("veth7\x00")},
+		nlAttr{syscall.IFLA_MTU, mtu[:3]},
+		nlAttr{iflaOperState, nil}))
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	var v netlinkView
+	require.NotPanics(t, func() { require.NoError(t, v.addLink(&msgs[0])) })
+	require.Len(t, v.links, 1)
+	l := v.links[0]
+	require.Equal(t, "veth7", l.ifi.Name)
+	require.Zero(t, l.ifi.MTU, "a 3-byte MTU read")
+	require.Zero(t, l.info.mtu, "a 3-byte MTU read")
+	require.Equal(t, "unknown", l.info.operState)
+}
+
 // An RTM_NEWLINK message of an ifinfomsg and no attribute is a link (the
 // header names its index, type and flags; what attributes would say keeps
 // its defaults); one shorter than an ifinfomsg is skipped. The kernel

@@ -217,3 +217,28 @@ func TestPollsTakeTurns(t *testing.T) {
 	require.NotEqual(t, from[0], from[1], "two Polls in a row read %q: the same socket first", from)
 	require.Len(t, a.recv(2, 2*time.Second), 2, "the other two")
 }
+
+// A Poll whose pending datagrams (the rest of a coalesced read) are all
+// dropped goes on to read the sockets, as one with nothing pending does:
+// it does not return 0 while a datagram waits. Here a coalesced read of
+// two datagrams with bad ICRCs is pending, and a good datagram is queued
+// on the unicast socket: one Poll completes it.
+func TestPollReadsOnAfterPendingAllDropped(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC125)
+	s := newEndpoint(t, verbs.QPConfig{})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, _ := coalesced(t, a.qp, []groSeg{{plen: 64, badICRC: true}, {plen: 64, badICRC: true}}, src, dst, sport, true)
+	a.postRecvs(0, 8)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	s.send(ah, a.qp.QPN(), []byte("queued"), 0, 0)
+	waitUnread(t, a) // on the socket, before anything is pending
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 8)
+	n, err := a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one Poll: the queued datagram, after the pending ones were dropped")
+	require.Equal(t, []byte("queued"), a.buf(wcs[0])[verbs.GRHSize:])
+	require.Equal(t, soft.Drops{BadICRC: 2}, a.qp.Drops())
+}

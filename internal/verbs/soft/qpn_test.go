@@ -2,7 +2,11 @@
 
 package soft
 
-import "testing"
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
 
 // A block hands out its QPNs in turn, never 0, 1 or 0xFFFFFF, and a QPN
 // given back is taken again only after the block's others.
@@ -126,4 +130,28 @@ func TestReleaseQPNFreesItsOwn(t *testing.T) {
 		return
 	}
 	t.Fatalf("no block of namespace %#x", netns)
+}
+
+// reserveBlock draws its block from the whole 24-bit QPN space (qpnBlocks
+// blocks of qpnBlockSize), so that processes in a namespace rarely draw
+// the same one: of 64 draws, none lies past the space and some lie in its
+// upper half (all 64 in the lower half has odds of 2^-64).
+func TestQPNBlocksSpanTheSpace(t *testing.T) {
+	upper := 0
+	for range 64 {
+		b, err := reserveBlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(b.fd)
+		if b.base+qpnBlockSize-1 > 0xFFFFFF {
+			t.Fatalf("block at %#x: past the 24-bit QPN space", b.base)
+		}
+		if b.base >= 1<<23 {
+			upper++
+		}
+	}
+	if upper == 0 {
+		t.Errorf("64 blocks drawn, none in the upper half of the QPN space")
+	}
 }

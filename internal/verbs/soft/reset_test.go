@@ -175,3 +175,31 @@ func TestResetNetdevGone(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ready, "a failed Reset leaves the QP in the error state")
 }
+
+// After the receives are flushed (as a reset does), the receive queue
+// starts again at its first entry: with a depth of one, a coalesced read
+// completed by copy (gro.go, which takes the queue's head entry as it is)
+// then fills the one receive posted since, and keeps the rest pending.
+func TestFlushedRecvQueueOfOne(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC126)
+	a := newEndpoint(t, verbs.QPConfig{RecvDepth: 1, GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, payloads := coalesced(t, a.qp, []groSeg{{plen: 64}, {plen: 64}}, src, dst, sport, true)
+	a.postRecvs(0, 1)
+	soft.FlushRecvs(a.qp)
+	a.postRecvs(1, 1)
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 4)
+	var n int
+	var err error
+	require.NotPanics(t, func() { n, err = a.qp.RecvCQ().Poll(wcs) })
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one receive posted")
+	require.Equal(t, uint64(1), wcs[0].WRID)
+	require.Equal(t, payloads[0], a.buf(wcs[0])[verbs.GRHSize:])
+	a.postRecvs(2, 1)
+	n, err = a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the pending one, once a receive is posted")
+	require.Equal(t, payloads[1], a.buf(wcs[0])[verbs.GRHSize:])
+}

@@ -125,7 +125,7 @@ func (q *QP) noteSelfLooped(n int) {
 		if d[0]&0xF0 != 0xE0 {
 			continue
 		}
-		if d != last || i == 0 {
+		if d != last { // last starts as 0.0.0.0, never a group
 			last, lastIn = d, q.selfGroups.has(d)
 		}
 		if lastIn {

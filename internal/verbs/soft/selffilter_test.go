@@ -228,3 +228,51 @@ func TestSelfFilterPassesZeroNetSource(t *testing.T) {
 	assert.Equal(t, []byte("from 0/8"), a.buf(wcs[0])[verbs.GRHSize:])
 	assert.Equal(t, uint32(0x4242), wcs[0].SrcQP)
 }
+
+// The self filter passes a datagram from the QP's own address and port
+// that is too short to hold a DETH, whatever its length (the check in Go
+// drops it as truncated, and counts it): it compares no source QP with
+// the length it loaded. Here the filter of a QP whose QPN, 20, is such a
+// length, on a socket of the test's own, gets every short length from
+// 127.0.0.1:4791, then a whole datagram from QPN 20 (dropped) and one
+// from QPN 21 (passed).
+func TestSelfFilterPassesShortDatagrams(t *testing.T) {
+	const qpn = 20
+	src := [4]byte{127, 0, 0, 1}
+	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(rx)
+	require.NoError(t, unix.Bind(rx, &unix.SockaddrInet4{Addr: src}))
+	require.NoError(t, unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
+	require.True(t, soft.AttachSelfFilter(rx, src, qpn), "SO_ATTACH_FILTER")
+	sa, err := unix.Getsockname(rx)
+	require.NoError(t, err)
+	tx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(tx)
+	require.NoError(t, unix.SetsockoptInt(tx, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
+	require.NoError(t, unix.Bind(tx, &unix.SockaddrInet4{Addr: src, Port: roce.UDPPort}))
+
+	const udpHdr = 8
+	var sent []int
+	for n := 0; udpHdr+n < soft.SelfFilterMinLen; n++ {
+		require.NoError(t, unix.Sendto(tx, make([]byte, n), 0, sa))
+		sent = append(sent, n)
+	}
+	whole := func(from uint32) []byte {
+		b := make([]byte, soft.SelfFilterMinLen-udpHdr)
+		binary.BigEndian.PutUint32(b[16:], from) // DETH: reserved byte, source QP
+		return b
+	}
+	require.NoError(t, unix.Sendto(tx, whole(qpn), 0, sa))
+	require.NoError(t, unix.Sendto(tx, whole(qpn+1), 0, sa))
+	buf := make([]byte, 64)
+	for _, n := range sent {
+		k, _, err := unix.Recvfrom(rx, buf, 0)
+		require.NoError(t, err, "the datagram of %d bytes (UDP length %d) was not received", n, udpHdr+n)
+		require.Equal(t, n, k, "a short datagram dropped (UDP length %d)", udpHdr+n)
+	}
+	k, _, err := unix.Recvfrom(rx, buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, whole(qpn+1), buf[:k], "the next datagram: QPN 21's (QPN 20's is dropped)")
+}

@@ -3,6 +3,8 @@
 package soft_test
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,4 +105,35 @@ func TestSendQKey(t *testing.T) {
 	send(c, 0x80000000|otherQKey, "high bit: the sender's own Q_Key")
 	expect(c, "high bit: the sender's own Q_Key")
 	require.Equal(t, soft.Drops{}, c.qp.Drops())
+}
+
+// PostSend keeps no inline buffer of the caller's once it returns: a
+// batch's slots point at the buffers while the datagrams are sent (no
+// copy), and are cleared after, so a buffer the caller drops is
+// collected. (A lone WR's payload is copied into the QP's own buffer.)
+func TestInlineBuffersNotKept(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	ah, err := a.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	const n = 4
+	var freed atomic.Int32
+	func() {
+		wrs := make([]verbs.SendWR, n)
+		for i := range wrs {
+			buf := new([64]byte)
+			runtime.AddCleanup(buf, func(*atomic.Int32) { freed.Add(1) }, &freed)
+			wrs[i] = verbs.SendWR{WRID: uint64(i), Inline: buf[:], SGE: verbs.SGE{Length: uint32(len(buf))},
+				AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey(), Flags: verbs.SendInline}
+		}
+		k, err := a.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for freed.Load() < n && time.Now().Before(deadline) {
+		runtime.GC() // each GC queues the cleanups of what it found unreachable
+		runtime.Gosched()
+	}
+	require.Equal(t, int32(n), freed.Load(), "inline buffers collected after PostSend returned")
 }

@@ -5,7 +5,9 @@ package soft_test
 import (
 	"net"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -127,7 +129,8 @@ func TestSocketBufferOfFd0(t *testing.T) {
 }
 
 // SocketBuffer reports what SetSocketBuffer set, as net.UDPConn's
-// SetReadBuffer takes it: the kernel's doubled figure halved.
+// SetReadBuffer takes it: the kernel's doubled figure halved. The receive
+// buffer is set on both sockets, the send buffer on the unicast one.
 func TestSocketBufferAsSet(t *testing.T) {
 	e := newEndpoint(t, verbs.QPConfig{})
 	for _, recv := range []bool{true, false} {
@@ -136,4 +139,61 @@ func TestSocketBufferAsSet(t *testing.T) {
 		require.Equal(t, 64<<10, got, "recv %v", recv)
 		require.Equal(t, 64<<10, e.qp.SocketBuffer(recv), "recv %v", recv)
 	}
+	// SocketBuffer reports the least of the two receive buffers: each
+	// socket's own, smaller than a new socket's, says it was set.
+	for name, fd := range map[string]int{"multicast": soft.RecvWaiterHooksOf(e.qp).NarrowFd(), "unicast": soft.UnicastFd(e.qp)} {
+		n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		require.NoError(t, err)
+		require.Equal(t, 2*64<<10, n, "the %s socket's SO_RCVBUF", name)
+	}
+	n, err := unix.GetsockoptInt(soft.UnicastFd(e.qp), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	require.NoError(t, err)
+	require.Equal(t, 2*64<<10, n, "the unicast socket's SO_SNDBUF")
+}
+
+// TestMulticastSocketSeesOnlyItsGroups: a QP's multicast socket, bound to
+// 0.0.0.0:4791, gets the datagrams of the groups it joined and of no group
+// that only another socket in the namespace joined (IP_MULTICAST_ALL off:
+// Linux's default, on, would hand it those too). A QP that reads it bare
+// (GRHAddressesOnly, one group) would otherwise take another group's
+// datagram for its own group's; one that reads the destination would drop
+// it as not for it.
+func TestMulticastSocketSeesOnlyItsGroups(t *testing.T) {
+	const mine, other = "239.201.9.21", "239.201.9.22"
+	full := newEndpoint(t, verbs.QPConfig{})
+	bare := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: true})
+	o := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{})
+	for _, e := range []*endpoint{full, bare, o} {
+		e.postRecvs(0, 8)
+	}
+	full.join(mine, false)
+	bare.join(mine, false)
+	o.join(other, false)
+	// A Poll that reads the multicast socket dry lets bare's next reads be
+	// bare.
+	var wcs [1]verbs.WC
+	n, err := bare.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n)
+	mo, ahOther := s.join(other, true)
+	mm, ahMine := s.join(mine, true)
+	s.send(ahOther, mo.RemoteQPN, []byte("other"), 0, 0)
+	s.send(ahMine, mm.RemoteQPN, []byte("mine"), 0, 0)
+
+	got := o.recv(1, 2*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, "other", string(o.buf(got[0])[verbs.GRHSize:]))
+	// The group's datagram came after the other's, to every socket that
+	// had it (one delivery, at the send): once it is read, so is anything
+	// of the other group's queued before it.
+	bareBefore := soft.BareReads(bare.qp)
+	for _, e := range []*endpoint{full, bare} {
+		got := e.recv(1, 2*time.Second)
+		require.Len(t, got, 1)
+		assert.Equal(t, "mine", string(e.buf(got[0])[verbs.GRHSize:]))
+		assert.Equal(t, net.ParseIP(mine).To4(), net.IP(e.buf(got[0])[36:40]), "GRH destination")
+		assert.Equal(t, soft.Drops{}, e.qp.Drops(), "the other group's datagram reached the socket")
+	}
+	assert.Greater(t, soft.BareReads(bare.qp), bareBefore, "the GRHAddressesOnly QP's read was not bare")
 }
