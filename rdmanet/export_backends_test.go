@@ -702,32 +702,69 @@ func InjectQPError(c *Conn) error {
 
 // BackendCountingRecvs is a test backend: the software provider, with a
 // count of the receives its QP holds posted (posted by PostRecv, not yet
-// completed by a poll of the receive CQ), read by PostedRecvs.
+// completed by a poll of the receive CQ, nor dropped by a reset), read by
+// PostedRecvs, and a count of receives posted with the buffer (WRID) of
+// one the QP holds already, read by RepostedWhilePosted.
 const BackendCountingRecvs = "test-counting-recvs"
 
 func init() {
 	verbs.Register(testProvider{name: BackendCountingRecvs, base: verbs.Software,
-		wrap: wrapQPs(func(qp verbs.QP) verbs.QP { return &countingQP{QP: qp} })})
+		wrap: wrapQPs(func(qp verbs.QP) verbs.QP { return &countingQP{QP: qp, out: map[uint64]bool{}} })})
 }
 
 type countingQP struct {
 	verbs.QP
 	posted atomic.Int64
+	mu     sync.Mutex      // a post and the completions polled apart
+	out    map[uint64]bool // the WRIDs posted, not completed
+	twice  atomic.Int64
 }
 
 func (q *countingQP) PostRecv(wrs []verbs.RecvWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	n, err := q.QP.PostRecv(wrs)
 	q.posted.Add(int64(n))
+	for _, wr := range wrs[:n] {
+		if q.out[wr.WRID] {
+			q.twice.Add(1)
+		}
+		q.out[wr.WRID] = true
+	}
 	return n, err
 }
 
 func (q *countingQP) RecvCQ() verbs.CQ {
-	return hookCQ{q.QP.RecvCQ(), func(wcs []verbs.WC) { q.posted.Add(-int64(len(wcs))) }}
+	return hookCQ{q.QP.RecvCQ(), func(wcs []verbs.WC) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.posted.Add(-int64(len(wcs)))
+		for _, wc := range wcs {
+			delete(q.out, wc.WRID)
+		}
+	}}
+}
+
+// Reset drops every posted receive, as the software QP's reset does.
+func (q *countingQP) Reset() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	err := q.QP.Reset()
+	if err == nil {
+		q.posted.Store(0)
+		clear(q.out)
+	}
+	return err
 }
 
 // PostedRecvs returns how many receives c's QP holds posted; c is a
 // BackendCountingRecvs conn.
 func PostedRecvs(c *Conn) int { return int(c.qp.(*countingQP).posted.Load()) }
+
+// RepostedWhilePosted returns how many receives c's QP was given with
+// the WRID (the ring slot) of a receive it held posted: a buffer that
+// two datagrams could then fill; c is a BackendCountingRecvs conn.
+func RepostedWhilePosted(c *Conn) int { return int(c.qp.(*countingQP).twice.Load()) }
 
 // BackendKeptCompletions is a test backend: the software provider, whose
 // QP reset keeps the receive completions that were waiting (the

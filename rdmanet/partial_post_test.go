@@ -218,3 +218,34 @@ func sendBufferAfter15(t *testing.T, c *rdmanet.Conn, g net.Addr) []byte {
 	require.NoError(t, err)
 	return sb.Bytes()
 }
+
+// The signal a partial post asks for (a SendBuffer send left
+// unsignaled) is one signal: the next post, signaled for it, covers the
+// unsignaled send, and the writes after it are signaled only in their
+// turn again (sends 15, 31, ... of a ring signaling every 16th), not
+// each one (each signal is a completion the conn must poll, which
+// selective signaling exists to avoid).
+func TestPartialPostSignalsTheNextPostOnly(t *testing.T) {
+	t.Parallel()
+	c, g, ga, r := signalListen(t)
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	buf := sb.Bytes()
+	r.refuseNextBatch()
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
+	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+	require.Equal(t, 1, n, "sends posted of the partial batch")
+	require.False(t, r.wasSignaled(t, 0), "send 0, posted part way, got signaled, want unsignaled")
+
+	_, err = c.WriteTo([]byte("next"), g)
+	require.NoError(t, err)
+	require.True(t, r.wasSignaled(t, 1), "send 1, the next post after the partial one: got unsignaled, want signaled")
+	for i := uint64(2); i < 15; i++ {
+		_, err = c.WriteTo([]byte("later"), g)
+		require.NoError(t, err)
+		require.False(t, r.wasSignaled(t, i), "send %d, neither the next post nor in its turn: got signaled, want unsignaled", i)
+	}
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, c.WaitSends(1), "send 0 covered by send 1's signal")
+	require.NoError(t, sb.Free())
+}

@@ -34,3 +34,24 @@ func TestUnicastQPNBelowMulticastQPN(t *testing.T) {
 	}
 	require.NoError(t, err, "QPN 0xFFFFFE")
 }
+
+// QPN 0 is no UD QP's (QP0 is the subnet management QP, not reachable
+// by a UD send): a unicast GID with QPN 0 is refused as not a unicast
+// UD address, by WriteTo and by WriteBatch, before any address handle
+// is made or anything is posted.
+func TestUnicastQPNZeroRefused(t *testing.T) {
+	t.Parallel()
+	if testDevice != "" {
+		t.Skip("a peer on 127.0.0.0/8")
+	}
+	c := listen(t, newGroup())
+	var g ipoib.GID
+	copy(g[:], net.IPv4(127, 2, 0, 2).To16())
+	to := &rdmanet.Addr{GID: g, QPN: 0}
+	_, err := c.WriteTo([]byte("x"), to)
+	require.ErrorContains(t, err, "not a unicast UD address")
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: []byte("x"), Addr: *to}})
+	require.ErrorContains(t, err, "not a unicast UD address")
+	require.Equal(t, 0, n)
+	require.Zero(t, c.SendsPosted(), "sends posted to QPN 0")
+}
