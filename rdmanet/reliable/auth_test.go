@@ -281,3 +281,36 @@ func TestReplayWindowSweepKeepsTheRecent(t *testing.T) {
 	slices.Sort(left)
 	require.Equal(t, []uint32{2, 3, 4}, left)
 }
+
+// A keyed conn drops, and counts as Unauthenticated, a datagram with no
+// trailer (an unkeyed conn's, or one too short to hold a trailer) as
+// much as one whose tag is wrong; an authentic one it takes. Seed 111:
+// open's first count `unauthenticated.Add(1)` -> `Add(0)` was caught
+// only by TestHostile (TestKeyed bounds the count from above).
+func TestKeyedCountsMissingTrailer(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{Key: testKey, SenderTimeout: time.Hour})
+	from := rdmanet.Addr{QPN: 0x4253}
+	dg := dataDG(89, 0, 0, 0, 1, []byte("m0"))
+	short := make([]byte, headerLen+trailerLen-1)
+	copy(short, dg)
+	setKeyed(short, true)
+	for i, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"unkeyed", dg},
+		{"keyed flag, too short for a trailer", short},
+		{"another key's tag", sealDG([]byte("another group's key, 32 bytes.."), dg, 1, from.QPN)},
+	} {
+		inject(r, c.b, from)
+		st := r.Stats()
+		require.Equal(t, uint64(i+1), st.Unauthenticated, "%s; stats %+v", c.name, st)
+		require.Zero(t, st.Malformed+st.Replayed, c.name)
+		require.Zero(t, peers(r), c.name)
+	}
+	inject(r, sealDG(testKey, dg, 1, from.QPN), from)
+	st := r.Stats()
+	require.Equal(t, uint64(3), st.Unauthenticated, "authentic; stats %+v", st)
+	require.Equal(t, 1, peers(r), "authentic: its sender tracked")
+}

@@ -78,3 +78,26 @@ func TestHeldNAKLooksAgainAfterInputRecheck(t *testing.T) {
 	require.Equal(t, uint64(1), r.Stats().NAKsHeld, "the NAK held")
 	require.Zero(t, r.Stats().NAKsSent)
 }
+
+// inputWaits, with no test hook, asks the underlying conn whether
+// datagrams wait unread in it (rdmanet/pending.go, through
+// internal/unread): a conn nobody reads says no, then yes once a datagram
+// reached it, and no again once it was read. Seed 117: `unread.Check ==
+// nil` -> `!=` made inputWaits say no always, and every NAK test sets
+// the hook.
+func TestInputWaitsAsksTheUnderlyingConn(t *testing.T) {
+	group := newGroup()
+	under := rawConn(t, group) // joined, read by nobody
+	c := &Conn{conn: under}
+	require.False(t, c.inputWaits(), "nothing received")
+	raw := rawConn(t, group)
+	_, err := raw.WriteTo(dataDG(9, 0, 0, 0, 1, []byte("m0")), group)
+	require.NoError(t, err)
+	waitCond(t, "inputWaits sees the datagram", c.inputWaits)
+	buf := make([]byte, 2048)
+	under.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, _, err := under.ReadFrom(buf)
+	require.NoError(t, err)
+	require.Equal(t, headerLen+2, n)
+	require.False(t, c.inputWaits(), "the datagram read")
+}

@@ -192,3 +192,36 @@ func TestNAKAsksForAtMostEight(t *testing.T) {
 		require.Equal(t, tc.naks, naks, "NAKs for a run of %d missing; stats %+v", tc.run, r.Stats())
 	}
 }
+
+// A gap that fills before this receiver asked for it (another
+// receiver's NAK brought the repair) teaches it a round trip: the time
+// the gap took, while it has measured none (feedback.go: rttUnasked).
+// Seed 111: nakUpdate's `asked := p.nak.tries > 0` -> `>= 0` took every
+// round for one this receiver asked in, and the round trip stayed at
+// InitialRTT.
+func TestUnaskedFillTeachesRoundTrip(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr)
+	var h header
+	now := r.now()
+	r.handle(dataDG(88, 0, 0, 0, 1, []byte("m0")), from, &h, now)
+	r.handle(dataDG(88, 2, 2, 0, 1, []byte("m2")), from, &h, now) // seq 1 missing
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := rc.peers[peerKey{addr: from, session: 88}]
+	require.NotNil(t, p)
+	require.Equal(t, nakBackoff, p.nak.state, "a NAK timer for the gap")
+	p.nak.due = now + int64(10*time.Minute) // no NAK of this receiver's
+	require.Equal(t, int64(200*time.Microsecond), p.srtt, "InitialRTT, before")
+	rc.mu.Unlock()
+
+	took := 3 * time.Millisecond
+	r.handle(dataDG(88, 1, 1, 0, 1, []byte("m1")), from, &h, now+int64(took))
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	require.Equal(t, nakIdle, p.nak.state, "the gap filled")
+	require.Zero(t, p.nak.tries)
+	require.Equal(t, int64(took), p.srtt, "the round trip: the time the gap took")
+	require.Zero(t, p.rttvar, "still no sample of its own")
+}

@@ -96,3 +96,17 @@ func TestPeerRingGrows(t *testing.T) {
 		require.True(t, p.valid(seq), "seq %d kept across the growths", seq)
 	}
 }
+
+// A ring's slot stride is the MTU rounded up to a cache line (64
+// bytes), plus one line: the line past the rounded MTU is what keeps
+// the slots of a 4096-byte MTU off the same cache sets (ring.go). Seed
+// 117: `(mtu+63)&^63` -> `(mtu+62)&^63` rounded an MTU one past a line
+// down, leaving a 4033-byte MTU a stride of exactly 4096.
+func TestSlotStride(t *testing.T) {
+	for mtu := 1; mtu <= 9000; mtu++ {
+		lines := (mtu + 63) / 64 // the MTU's cache lines, rounded up
+		require.Equal(t, (lines+1)*64, slotStride(mtu), "mtu %d", mtu)
+	}
+	require.Equal(t, 4096+64, slotStride(4096))
+	require.Equal(t, 4096+64, slotStride(4033))
+}

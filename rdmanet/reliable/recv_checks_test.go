@@ -121,6 +121,41 @@ func TestPendingAfterSenderForgotten(t *testing.T) {
 	require.Zero(t, pending, "senders with a NAK timer running")
 }
 
+// owed counts the senders owed a status report: a FlowMin sender whose
+// heartbeat asked for one (flagWait) too soon after the last is owed
+// one, and forgetting it (forget: SenderTimeout, a fin, an eviction)
+// takes it off the count (which
+// keeps the timer loop's tick from looking at every sender while it is
+// not 0). Seed 202: forget's `r.owed--` -> `r.owed++`, on no test's line.
+func TestOwedAfterSenderForgotten(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour, StatusInterval: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	b := make([]byte, headerLen+2)
+	putHeader(b, &header{kind: kindData, flags: flagFlowMin, session: 81, seq: 0, msg: 0, nfrag: 1})
+	inject(r, b, from) // reported at once: the sender is new
+	require.Equal(t, uint64(1), r.Stats().StatusSent)
+	_, _, err := readMsg(t, r) // the room moved: news for the sender
+	require.NoError(t, err)
+	hb := make([]byte, headerLen+hbPayload)
+	putHeader(hb, &header{kind: kindHeartbeat, flags: flagFlowMin | flagWait, session: 81, seq: 1, msg: 1})
+	putHeartbeat(hb[headerLen:], 1, 1)
+	inject(r, hb, from) // within a StatusInterval (an hour) of the report: owed
+	owed := func() int {
+		r.rcv.mu.Lock()
+		defer r.rcv.mu.Unlock()
+		return r.rcv.owed
+	}
+	require.Equal(t, 1, owed(), "senders owed a report")
+	require.Equal(t, uint64(1), r.Stats().StatusSent)
+	// Forgotten as the tick's sweep forgets a sender gone quiet (its
+	// sweeps come a StatusInterval apart, here an hour).
+	r.rcv.mu.Lock()
+	r.rcv.forget(r.rcv.peers[peerKey{addr: from, session: 81}])
+	r.rcv.mu.Unlock()
+	require.Zero(t, owed(), "senders owed a report, after the one owed was forgotten")
+}
+
 // A data datagram says whether its sender runs FlowMin (flagFlowMin):
 // the receiver's statuses follow it, both ways.
 func TestDataFlowMinFlag(t *testing.T) {

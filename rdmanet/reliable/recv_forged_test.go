@@ -116,3 +116,37 @@ func TestLossCountedFromTheWindowStart(t *testing.T) {
 	inject(r, heartbeatDG(session, 11, 10, 10, 9), from)       // the window starts at seq 10, message 9
 	requireLoss(t, r, &from, 8)
 }
+
+// A loss report condemns only what the receiver knows is missing: below
+// high. The report comes by unicast and can overtake the group's
+// datagrams still on their way, so a message whose first fragment is in
+// and whose next ones were never seen missing is not given up. Here m2
+// is two datagrams, seqs 2 and 3; seq 1 (m1) is NAKed and the sender
+// answers that its window starts at seq 5 (m4) before seq 3 arrives:
+// m1 is lost, m2 is read whole once seq 3 comes. Seed 114: settle's
+// `p.contig < p.high` -> `<=` skipped m2 too (and m3), reported three
+// messages lost and dropped seq 3 as old.
+func TestLossReportSparesWhatIsNotKnownMissing(t *testing.T) {
+	r := listenT(t, newGroup(), Config{SenderTimeout: time.Hour})
+	from := r.local
+	from.QPN ^= 0x5555
+	const session = 96
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	inject(r, dataDG(session, 2, 2, 0, 2, []byte("m2a")), from) // seq 1 missing
+	waitCond(t, "a NAK for seq 1", func() bool { return r.Stats().NAKsSent != 0 })
+	inject(r, lostDG(session, 5, 4), from)
+	require.Zero(t, r.Stats().Implausible+r.Stats().Unsolicited, "the report taken")
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	_, _, err = readMsg(t, r)
+	var le *LossError
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, uint64(1), le.Messages, "m1 only: %v", le)
+
+	inject(r, dataDG(session, 3, 2, 1, 2, []byte("m2b")), from)
+	b, _, err = readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m2am2b", string(b))
+	require.Zero(t, r.Stats().Duplicates, "seq 3 taken, not dropped as old")
+}

@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -333,4 +334,73 @@ func TestStartMarkedUpToTheWindow(t *testing.T) {
 		require.Contains(t, marked, seq)
 		require.Equal(t, seq < 16, marked[seq], "seq %d: in the start only within the window of 16", seq)
 	}
+}
+
+// A write whose post fails part way counts as written exactly the
+// messages any of whose datagrams was posted, and takes the others back
+// out of the window (send.go: unstage), so the caller writes those
+// again and a receiver reads every message once, in order. The posts
+// fail after 0 datagrams, after 1 (the end of a0), and after the first
+// of a1's two; the last leaves a1's second datagram to a repair. Seed
+// 114: unstage's `at < sent` -> `<=`, on no test's line, counted the
+// message after a boundary as written too.
+func TestWritePostFailsTakesBack(t *testing.T) {
+	group := newGroup()
+	rx := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{})
+	a := [][]byte{payload(make([]byte, 100), 0), payload(make([]byte, 3*tx.frag/2), 1), payload(make([]byte, 100), 2)}
+	msgs := func(from int) []rdmanet.Message {
+		var ms []rdmanet.Message
+		for _, b := range a[from:] {
+			ms = append(ms, rdmanet.Message{Buffer: b})
+		}
+		return ms
+	}
+	fail := errors.New("post failed")
+	posts := 0 // datagrams the next post sends before it fails; -1: all
+	tx.postHook = func(ms []rdmanet.Message) (int, error) {
+		if posts < 0 {
+			return tx.conn.WriteBatch(ms)
+		}
+		n, err := tx.conn.WriteBatch(ms[:posts])
+		require.NoError(t, err)
+		require.Equal(t, posts, n)
+		return n, fail
+	}
+	next := func() (uint64, uint64) {
+		tx.snd.mu.Lock()
+		defer tx.snd.mu.Unlock()
+		return tx.snd.next, tx.snd.nextMsg
+	}
+	for _, c := range []struct {
+		from, posts, written int
+		next, nextMsg        uint64
+	}{
+		{0, 0, 0, 0, 0}, // nothing posted: nothing written
+		{0, 1, 1, 1, 1}, // a0 posted, a1 and a2 taken back
+		{1, 1, 1, 3, 2}, // a1's first datagram posted: a1 written
+		{2, -1, 1, 4, 3},
+	} {
+		posts = c.posts
+		n, err := tx.WriteBatch(msgs(c.from))
+		if c.posts >= 0 {
+			require.ErrorIs(t, err, fail, "from a%d, %d posted", c.from, c.posts)
+		} else {
+			require.NoError(t, err)
+		}
+		require.Equal(t, c.written, n, "written, from a%d, %d posted", c.from, c.posts)
+		seq, msg := next()
+		require.Equal(t, c.next, seq, "the next seq, from a%d, %d posted", c.from, c.posts)
+		require.Equal(t, c.nextMsg, msg, "the next message, from a%d, %d posted", c.from, c.posts)
+	}
+	require.Equal(t, uint64(3), tx.Stats().MessagesSent)
+	for i, want := range a {
+		b, _, err := readMsg(t, rx)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, want, b, "message %d", i)
+	}
+	st := rx.Stats()
+	require.Zero(t, st.MessagesLost, "stats %+v", st)
+	require.Equal(t, uint64(3), st.MessagesReceived, "stats %+v", st)
+	require.NotZero(t, st.Recovered, "a1's second datagram, by repair; stats %+v", st)
 }
