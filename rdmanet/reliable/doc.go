@@ -176,12 +176,12 @@
 // on a fabric slower than 400 µs, set InitialRTT to its round trip.) Measured on the
 // software backend in one process on two cores, 1% nftables loss, 1 to
 // 64 receivers (TestFeedbackScale, the table and its command in
-// docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.4 /
-// 1.1-1.5 / 1.2-1.8 at 1 / 4 / 16 / 64 receivers on a quiet machine,
+// docs/benchmarks.md): NAKs per lost datagram 1.0-1.1 / 1.1-1.6 /
+// 1.1-1.6 / 1.2-1.9 at 1 / 4 / 16 / 64 receivers on a quiet machine,
 // repairs 1.00-1.05, and the median time from loss to repair, at 1,000
-// messages a second, 2.7-4.3 round trips at 4 receivers and 4.3-6.9 at
-// 64 (1.0-2.1x). In milliseconds it grows more (0.3-0.7 ms at 4,
-// 3.7-5.4 ms at 64): every multicast wakes all 64 readers on the same
+// messages a second, 2.6-4.5 round trips at 4 receivers and 3.6-6.9 at
+// 64 (0.95-2.4x). In milliseconds it grows more (0.3-0.7 ms at 4,
+// 3.4-5.4 ms at 64): every multicast wakes all 64 readers on the same
 // two cores, so the round trip itself grows 7-10x, as it would not with
 // one receiver a host. With the two cores
 // overloaded by other work (load 4-5), 64 receivers sent 1.6-2.3 NAKs a
