@@ -261,7 +261,8 @@
 // datagram it hears (FromWindowStart: at the oldest message the sender
 // still holds): one that joins after the sender's first write starts
 // where it joins (late join). In the sender's start, its first second
-// while it has sent less than a window, its data and heartbeats say so,
+// while it has sent less than a window, its data and heartbeats say so
+// (a repair only while the start lasts),
 // and a receiver that first hears it then starts it at its first
 // message: one listening from before the sender started, whose first
 // heartbeat from it was overtaken by data (a write at once after

@@ -3,6 +3,7 @@ package reliable
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,4 +404,40 @@ func TestWritePostFailsTakesBack(t *testing.T) {
 	require.Zero(t, st.MessagesLost, "stats %+v", st)
 	require.Equal(t, uint64(3), st.MessagesReceived, "stats %+v", st)
 	require.NotZero(t, st.Recovered, "a1's second datagram, by repair; stats %+v", st)
+}
+
+// A datagram sent in the sender's start and repaired after it goes out
+// unmarked: a receiver that first hears the sender by that repair starts
+// where it joins, not at seq 0.
+func TestRepairAfterTheStartUnmarked(t *testing.T) {
+	group := newGroup()
+	var hold atomic.Bool // r loses every transmission of seq 0 while set
+	hold.Store(true)
+	r := listenDrop(t, group, Config{}, func(b []byte) bool {
+		var h header
+		_, err := decode(b, &h)
+		return err == nil && hold.Load() && h.kind == kindData && h.seq == 0
+	})
+	tx := listenT(t, group, Config{})
+	waitReceivers(t, tx, 1)
+	_, err := tx.WriteTo(payload(make([]byte, 64), 0), group)
+	require.NoError(t, err)
+	flags := func() byte {
+		tx.snd.mu.Lock()
+		defer tx.snd.mu.Unlock()
+		return tx.snd.slot(0)[1]
+	}
+	require.NotZero(t, flags()&flagStart, "seq 0 was sent in the start")
+	tx.snd.mu.Lock()
+	tx.snd.startUntil = 0 // the start is over
+	before := tx.Stats().RepairsMulticast
+	tx.snd.mu.Unlock()
+	waitCond(t, "a repair of seq 0 after the start", func() bool { return tx.Stats().RepairsMulticast > before })
+	f := flags()
+	require.NotZero(t, f&flagRepair)
+	require.Zero(t, f&flagStart, "a repair after the start carries no start marker")
+	hold.Store(false)
+	losses, err := readAll(r, 1, 64, 10*time.Second)
+	require.NoError(t, err)
+	require.Zero(t, losses)
 }

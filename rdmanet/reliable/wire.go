@@ -116,6 +116,9 @@ func msgOf(b []byte) uint64 { return binary.BigEndian.Uint64(b[20:]) }
 // markRepair flags data datagram b as a retransmission.
 func markRepair(b []byte) { b[1] |= flagRepair }
 
+// endStart clears a data datagram's start marker (flagStart).
+func endStart(b []byte) { b[1] &^= flagStart }
+
 // setTx rewrites the transmission number of b.
 func setTx(b []byte, tx uint16) { binary.BigEndian.PutUint16(b[6:], tx) }
 
