@@ -93,7 +93,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64, paid
 		}
 		d := s.slot(seq)
 		markRepair(d)
-		if now >= s.startUntil {
+		if !s.starting(0, now) {
 			// Past the start, a repair of a datagram sent in it must not
 			// start a receiver that first hears it at seq 0.
 			endStart(d)
