@@ -110,6 +110,9 @@ func (h recvHooks) SetKick(kick func()) error { return h.c.setKick(kick) }
 // UnicastFd is q's unicast socket.
 func UnicastFd(q *QP) int { return q.uniFd }
 
+// MulticastFd is q's multicast socket.
+func MulticastFd(q *QP) int { return q.mcFd }
+
 // NetnsCookie is the cookie of the network namespace of socket fd, 0
 // where it cannot be told (netview.go).
 func NetnsCookie(fd int) uint64 { return netnsCookie(fd) }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -301,47 +302,45 @@ func TestAllocs(t *testing.T) {
 	assert.Zero(t, allocs, "Poll(recv CQ)+PostRecv allocations")
 }
 
-// roceSockets counts this process's UDP sockets bound to port 4791
-// (/proc/net/udp lists the namespace's, local address as hex IP:port and
-// the inode tenth; the process's are the socket:[inode] links in
-// /proc/self/fd). Other packages' tests may hold the port meanwhile.
-func roceSockets(t *testing.T) int {
+// boundToRoCE reports whether socket fd is bound to port 4791:
+// /proc/net/udp lists the namespace's UDP sockets, the local address as
+// hex IP:port and the inode tenth, and fd's inode is its fstat's. It
+// looks at one socket, so other tests' sockets, in this process or
+// another, opening or closing meanwhile, do not count.
+func boundToRoCE(t *testing.T, fd int) bool {
 	t.Helper()
-	mine := map[string]bool{}
-	fds, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
-	for _, fd := range fds {
-		l, err := os.Readlink("/proc/self/fd/" + fd.Name())
-		if err == nil && strings.HasPrefix(l, "socket:[") {
-			mine[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
-		}
+	if fd < 0 {
+		return false
 	}
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	ino := strconv.FormatUint(st.Ino, 10)
 	b, err := os.ReadFile("/proc/thread-self/net/udp")
 	require.NoError(t, err)
-	n := 0
 	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", roce.UDPPort)) && mine[f[9]] {
-			n++
+		if f := strings.Fields(line); len(f) > 9 && f[9] == ino {
+			return strings.HasSuffix(f[1], fmt.Sprintf(":%04X", roce.UDPPort))
 		}
 	}
-	return n
+	return false
 }
 
 // TestMulticastSocketBoundOnlyToReceive: a QP's multicast socket takes
 // port 4791 (where the kernel looks at it for every multicast datagram)
 // only once the QP joins a group to receive; a send-only join leaves it
-// unbound.
+// unbound. Its unicast socket holds the port from the start.
 func TestMulticastSocketBoundOnlyToReceive(t *testing.T) {
-	base := roceSockets(t)
 	e := newEndpoint(t, verbs.QPConfig{})
-	assert.Equal(t, base+1, roceSockets(t), "a new QP: its unicast socket")
+	mc := soft.MulticastFd(e.qp)
+	assert.True(t, boundToRoCE(t, soft.UnicastFd(e.qp)), "a new QP: its unicast socket")
+	assert.False(t, boundToRoCE(t, mc), "a new QP: its multicast socket")
 	e.join("239.202.7.1", true)
-	assert.Equal(t, base+1, roceSockets(t), "after a send-only join")
+	assert.False(t, boundToRoCE(t, mc), "after a send-only join")
 	e.join("239.202.7.2", false)
-	assert.Equal(t, base+2, roceSockets(t), "after a join to receive")
+	assert.True(t, boundToRoCE(t, mc), "after a join to receive")
 	e.join("239.202.7.3", false)
-	assert.Equal(t, base+2, roceSockets(t), "a second group shares the socket")
+	assert.Equal(t, mc, soft.MulticastFd(e.qp), "a second group shares the socket")
+	assert.True(t, boundToRoCE(t, mc), "after a second join to receive")
 }
 
 // TestPortTakenSaysWhy: EADDRINUSE on port 4791 says who holds it: the
