@@ -70,6 +70,10 @@ const (
 	// EnvNetns is set by InOwnNetns in the process it starts, to the name
 	// of the test it runs there; no one else sets it.
 	EnvNetns = "RDMANET_TEST_NETNS"
+
+	// EnvChild is set by InChild in the process it starts, to the name
+	// of the test it runs there; no one else sets it.
+	EnvChild = "RDMANET_TEST_CHILD"
 )
 
 var (

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -70,24 +71,6 @@ var privateIDs = map[*testing.T][]verbs.ID{}
 // registered).
 var privateAfter = map[*testing.T][]func(){}
 
-// inChild runs the calling test again in a process of its own and reports
-// whether this is that process. Tests that delete a device run so:
-// librdmacm's device list stays behind in the process that saw a device
-// go, and later binds there can block.
-func inChild(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv("RDMANET_RDMACORE_CHILD") == t.Name() {
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(os.Environ(), "RDMANET_RDMACORE_CHILD="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("child:\n%s", out)
-	require.NoError(t, err)
-	require.Contains(t, string(out), "--- PASS: "+t.Name())
-	return false
-}
-
 // bindWhenReady binds to addr once its GID is there.
 func bindWhenReady(t *testing.T, d testDev, addr net.IP) verbs.ID {
 	t.Helper()
@@ -132,7 +115,10 @@ func waitEvent(t *testing.T, id verbs.ID, want verbs.EventType, d time.Duration)
 // itself again.
 func TestDeviceLinkFlap(t *testing.T) {
 	d := needDevice(t)
-	if !inChild(t) {
+	// Tests that delete a device run in a process of their own
+	// (testenv.InChild): librdmacm's device list stays behind in the
+	// process that saw a device go, and later binds there can block.
+	if !testenv.InChild(t) {
 		return
 	}
 	addr := net.IPv4(10, 95, 0, 1)
@@ -222,7 +208,7 @@ func TestDeviceLinkFlap(t *testing.T) {
 // The test holds the events to what they are and logs them.
 func TestDeviceNetdevChangesEvents(t *testing.T) {
 	d := needDevice(t)
-	if !inChild(t) {
+	if !testenv.InChild(t) { // as above
 		return
 	}
 	addr := net.IPv4(10, 94, 0, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -24,13 +25,13 @@ func fd0Open() bool {
 // and returns no fd: -1, never 0, which its caller would take (and close)
 // as its own.
 func TestOutOfFdsEachCall(t *testing.T) {
-	if !inChild(t) {
+	if !testenv.InChild(t) {
 		return
 	}
 	internalQP(t, verbs.QPConfig{}) // the namespace's view and a QPN block kept
 	require.True(t, fd0Open())
-	before := openFds(t)
-	restore := limitFds(t, 0)
+	before := testenv.OpenFds(t)
+	restore := testenv.LimitFds(t, 0)
 	fd, errSock := udpSocket(nil)
 	ep, errEp := newEpoll(nil, nil)
 	sub, errSub := subscribeNetlink()
@@ -70,7 +71,7 @@ func TestOutOfFdsEachCall(t *testing.T) {
 		id.Close()
 	}
 	assert.True(t, fd0Open(), "fd 0 closed")
-	assert.Equal(t, before, openFds(t), "fds leaked")
+	assert.Equal(t, before, testenv.OpenFds(t), "fds leaked")
 }
 
 // CreateQP out of fds at each of the fds it makes fails with EMFILE, and
@@ -78,24 +79,24 @@ func TestOutOfFdsEachCall(t *testing.T) {
 // makes its unicast socket anew (the ID's socket went to the first try):
 // when that fails, CreateQP fails, and does not close fd 0.
 func TestOutOfFdsCreateQP(t *testing.T) {
-	if !inChild(t) {
+	if !testenv.InChild(t) {
 		return
 	}
 	warm := internalQP(t, verbs.QPConfig{}) // the view, a QPN block, the netpoller's fds
 	w, err := warm.RecvCQ().NewWaiter(0)
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	before := openFds(t)
+	before := testenv.OpenFds(t)
 
 	// One fd free: Bind takes it (the socket it hands to the QP).
-	restore := limitFds(t, 1)
+	restore := testenv.LimitFds(t, 1)
 	id, errBind := Provider{}.Bind(verbs.BindConfig{})
 	var errs []error
 	if errBind == nil {
 		_, err = id.CreateQP(verbs.QPConfig{}) // the multicast socket
 		errs = append(errs, err)
 		restore()
-		restore = limitFds(t, 0)
+		restore = testenv.LimitFds(t, 0)
 		_, err = id.CreateQP(verbs.QPConfig{}) // the unicast socket, anew
 		errs = append(errs, err)
 	}
@@ -108,13 +109,13 @@ func TestOutOfFdsCreateQP(t *testing.T) {
 	assert.ErrorContains(t, errs[1], "unicast socket")
 	assert.True(t, fd0Open(), "a failed CreateQP closed fd 0")
 	require.NoError(t, id.Close())
-	assert.Equal(t, before, openFds(t), "fds leaked")
+	assert.Equal(t, before, testenv.OpenFds(t), "fds leaked")
 
 	// Bind and CreateQP, then CreateAH to a unicast address, with ever
 	// more fds free.
 	var failed []string
 	for free := 1; free < 10; free++ {
-		restore := limitFds(t, free)
+		restore := testenv.LimitFds(t, free)
 		id, err := Provider{}.Bind(verbs.BindConfig{})
 		var qp verbs.QP
 		step := "Bind"
@@ -131,7 +132,7 @@ func TestOutOfFdsCreateQP(t *testing.T) {
 			require.NoError(t, id.Close())
 		}
 		assert.True(t, fd0Open(), "%d fds free: fd 0 closed", free)
-		assert.Equal(t, before, openFds(t), "%d fds free: fds leaked", free)
+		assert.Equal(t, before, testenv.OpenFds(t), "%d fds free: fds leaked", free)
 		if err == nil {
 			break
 		}

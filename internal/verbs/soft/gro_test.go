@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rdma/rdmanet/internal/testenv"
 	"github.com/go-rdma/rdmanet/internal/verbs"
 )
 
@@ -251,7 +252,7 @@ func TestGRORowsTileTheArea(t *testing.T) {
 // pool maps one as before. In a child process: the limit is the whole
 // process's, and nothing but this test's areas may come from the pool.
 func TestGROAreaMapFails(t *testing.T) {
-	if !inChild(t) {
+	if !testenv.InChild(t) {
 		return
 	}
 	statm, err := os.ReadFile("/proc/self/statm")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rdma/rdmanet/internal/testenv"
 )
 
 // TestSendtoWaitsForRoom fills a non-blocking datagram socket's buffer,
@@ -116,14 +118,14 @@ func TestRawSyscallErrorsCountNone(t *testing.T) {
 // newEpoll and udpSocket that fail part way return -1 and close what
 // they made.
 func TestFdMakersFailClosing(t *testing.T) {
-	before := openFds(t)
+	before := testenv.OpenFds(t)
 	fd, err := newEpoll([]int{-1}, []uint32{unix.EPOLLIN})
 	require.ErrorIs(t, err, unix.EBADF)
 	require.Equal(t, -1, fd, "got newEpoll fd %d on a bad fd, want -1", fd)
 	fd, err = udpSocket([]sockopt{{unix.SOL_SOCKET, -1, 1, "bogus"}})
 	require.ErrorIs(t, err, unix.ENOPROTOOPT)
 	require.Equal(t, -1, fd, "got udpSocket fd %d with a bad option, want -1", fd)
-	require.Equal(t, before, openFds(t), "got %d fds open, want %d as before", openFds(t), before)
+	require.Equal(t, before, testenv.OpenFds(t), "got %d fds open, want %d as before", testenv.OpenFds(t), before)
 }
 
 // An IP_TOS control message with no byte (the kernel sends one) leaves
