@@ -181,7 +181,7 @@
 // repairs 1.00-1.05, and the median time from loss to repair, at 1,000
 // messages a second, 2.6-4.5 round trips at 4 receivers and 3.6-6.9 at
 // 64 (0.95-2.4x). In milliseconds it grows more (0.3-0.7 ms at 4,
-// 3.4-5.4 ms at 64): every multicast wakes all 64 readers on the same
+// 3.4-5.8 ms at 64): every multicast wakes all 64 readers on the same
 // two cores, so the round trip itself grows 7-10x, as it would not with
 // one receiver a host. With the two cores
 // overloaded by other work (load 4-5), 64 receivers sent 1.6-2.3 NAKs a
