@@ -63,7 +63,9 @@ func (r *receiver) init(c *Conn) {
 	r.c = c
 	r.peers = make(map[peerKey]*peer)
 	r.rw = uint64(c.cfg.RecvWindow)
-	r.maxFrag = uint64(max(1, (c.cfg.MaxMessage+c.frag-1)/c.frag))
+	// MaxMessage is at least 1 and at most 0xffff fragments (bounds.go),
+	// so this is 1 to 0xffff.
+	r.maxFrag = uint64((c.cfg.MaxMessage + c.frag - 1) / c.frag)
 	r.memos = make(map[peerKey]memo)
 	r.memoMax = max(64, 4*c.cfg.MaxSenders)
 	r.ready = make([]*peer, c.cfg.MaxSenders)

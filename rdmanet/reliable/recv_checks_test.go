@@ -73,6 +73,36 @@ func TestTooLongAtMaxMessage(t *testing.T) {
 	}
 }
 
+// Past a message too long to keep, the message number may have moved
+// one less than the datagrams the long message took further than the
+// seq (slack): a forged long message may have covered as many of the
+// sender's one-datagram messages, and the sender's next is numbered at
+// most that far on; one further is implausible. Message 1, too long,
+// takes seqs 1 to 1000 (its first datagram only heard); at seq 1001
+// message 1001 is plausible (999 messages displaced, 1000 lost with the
+// long one), message 1002 is not.
+func TestTooLongSlackIsItsDatagrams(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 4096})
+	from := rdmanet.Addr{QPN: 0x4245}
+	const session, nfrag = 81, 1000 // more than MaxMessage (64 KiB) takes at any MTU
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	inject(r, dataDG(session, 1, 1, 0, nfrag, make([]byte, 100)), from)
+	require.Equal(t, uint64(1), r.Stats().TooLong, "the long message's first datagram; stats %+v", r.Stats())
+	inject(r, dataDG(session, 1+nfrag, 2+nfrag, 0, 1, []byte("too far")), from)
+	require.Equal(t, uint64(1), r.Stats().Implausible, "message %d at seq %d, past a %d-datagram message %d; stats %+v",
+		2+nfrag, 1+nfrag, nfrag, 1, r.Stats())
+	inject(r, dataDG(session, 1+nfrag, 1+nfrag, 0, 1, []byte("m1001")), from)
+	require.Equal(t, uint64(1), r.Stats().Implausible, "message %d at seq %d; stats %+v", 1+nfrag, 1+nfrag, r.Stats())
+	requireLoss(t, r, &from, nfrag)
+	b, _, err = readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m1001", string(b))
+}
+
 func TestHeartbeatWindowStartAtNextImplausible(t *testing.T) {
 	group := newGroup()
 	r := listenT(t, group, Config{})

@@ -575,9 +575,7 @@ func (s *sender) tick(now int64) int64 {
 		if s.waiting {
 			limit = max(int64(c.cfg.HeartbeatInterval), min(limit, 4*int64(c.cfg.StatusInterval)))
 		}
-		if s.hbEvery *= 2; s.hbEvery > limit {
-			s.hbEvery = limit
-		}
+		s.hbEvery = min(2*s.hbEvery, limit)
 	}
 	if at, armed := s.lastSend+s.hbEvery, s.hbAt.Load(); at < armed || armed <= now {
 		s.armHeartbeat(at, now)
