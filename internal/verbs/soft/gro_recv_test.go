@@ -261,7 +261,8 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 // posted, so that what the socket buffer cannot hold then is dropped (and
 // counted) datagram by datagram: from a Poll that finds no receive posted
 // until receives are posted again, and from a run that used the last
-// receives posted. Single datagrams (request/response) never turn it on.
+// receives posted (a PostRecv of none posts none). Single datagrams
+// (request/response) never turn it on.
 func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
@@ -291,8 +292,34 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
+	k, err = a.qp.PostRecv(nil)
+	require.NoError(t, err)
+	require.Zero(t, k)
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a PostRecv of no receive")
 	a.postRecvs(0, 1)
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
+}
+
+// A run that leaves one receive posted turns UDP_GRO on: only a run that
+// used the last receives keeps it off. The run is of two, and three
+// receives are posted, so that whether it is read in one read or two, the
+// read that holds its later segment leaves exactly one.
+func TestGROOnWithOneReceiveLeft(t *testing.T) {
+	const batch = 2
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a.postRecvs(0, batch+1)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, batch, k)
+	require.Len(t, a.recv(batch, 2*time.Second), batch, "the run's datagrams")
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run that left one receive posted")
 }
 
 // TestGROOnlyWhereRunsArrive on the multicast socket: a run to a group
