@@ -403,6 +403,41 @@ func TestPortHolderIsFound(t *testing.T) {
 	assert.ErrorContains(t, err, fmt.Sprintf("process %d (%s) holds it", child.Process.Pid, comm))
 }
 
+// vxlanOn4791 makes a VXLAN netdev whose UDP port is 4791, up: the
+// kernel binds 0.0.0.0:4791 for it, a socket no process holds, as
+// rdma_rxe's is.
+var vxlanOn4791 = []string{"ip link add rv0 type vxlan id 1 dstport 4791 local 127.0.0.1", "ip link set rv0 up"}
+
+// TestPortHolderIsKernelSocket: with UDP 4791 held by a kernel socket (a
+// VXLAN netdev's), a software QP's bind fails naming no process: the
+// kernel's Soft-RoCE only where rdma_rxe is loaded, else how to find out.
+func TestPortHolderIsKernelSocket(t *testing.T) {
+	if !testenv.IsNetnsChild(t) && os.Geteuid() == 0 {
+		script := "ip link set lo up && " + strings.Join(vxlanOn4791, " && ")
+		if out, err := exec.Command("unshare", "-n", "sh", "-c", script).CombinedOutput(); err != nil {
+			t.Skipf("no VXLAN netdev to hold the port: %v: %s", err, out)
+		}
+	}
+	if !testenv.InOwnNetns(t, vxlanOn4791...) {
+		return
+	}
+	_, statErr := os.Stat("/sys/module/rdma_rxe")
+	rxe := statErr == nil
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	_, err = id.CreateQP(verbs.QPConfig{})
+	require.ErrorIs(t, err, unix.EADDRINUSE)
+	assert.NotContains(t, err.Error(), "holds it in this network namespace", "a process named")
+	assert.NotContains(t, err.Error(), "this process", "this process named")
+	if rxe {
+		assert.ErrorContains(t, err, "the kernel's Soft-RoCE (rdma_rxe) binds it")
+	} else {
+		assert.ErrorContains(t, err, "a kernel socket holds it", "rdma_rxe is not loaded")
+		assert.NotContains(t, err.Error(), "Soft-RoCE", "rdma_rxe is not loaded")
+	}
+}
+
 // TestTransparentWhereAllowed: a QP's unicast socket has IP_TRANSPARENT
 // exactly when the process may set it, and sends and receives either way
 // (the rest of the suite runs as root in CI and as an unprivileged user
