@@ -662,6 +662,29 @@ func TestGROAreaGivenBackWhenDry(t *testing.T) {
 	assert.False(t, soft.GROAreaHeld(a.qp), "the GRO area held after a read that found the socket dry")
 }
 
+// A Poll whose read of a socket with GRO cannot map the read's GRO area
+// (RLIMIT_AS) fails with mmap's errno and completes nothing; the
+// datagram waits, and the next Poll with the limit raised completes it.
+func TestPollGROAreaMapFails(t *testing.T) {
+	if !testenv.InChild(t) {
+		return
+	}
+	g := newGROQuiet(t)
+	g.s.send(g.ah, g.a.qp.QPN(), []byte("after"), 0, 0)
+	waitUnread(t, g.a)
+	restore, err := soft.NoGROArea()
+	require.NoError(t, err)
+	var wcs [4]verbs.WC
+	n, err := g.a.qp.RecvCQ().Poll(wcs[:])
+	restore()
+	assert.Zero(t, n, "completions from a Poll with no GRO area")
+	require.ErrorIs(t, err, unix.ENOMEM, "Poll with no GRO area to map")
+	assert.ErrorContains(t, err, "mmap")
+	got := g.a.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "the datagram, once the area maps")
+	assert.Equal(t, []byte("after"), g.a.buf(got[0])[verbs.GRHSize:])
+}
+
 // waitUnread waits until e's receive CQ has a datagram to read.
 func waitUnread(t *testing.T, e *endpoint) {
 	t.Helper()
