@@ -180,22 +180,6 @@ func (r *resolved) release() {
 	}
 }
 
-func loopbackInterface() (*net.Interface, error) {
-	if ifi, err := net.InterfaceByName("lo"); err == nil {
-		return ifi, nil
-	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	for i := range ifs {
-		if ifs[i].Flags&net.FlagLoopback != 0 {
-			return &ifs[i], nil
-		}
-	}
-	return nil, fmt.Errorf("no loopback interface")
-}
-
 func noDevice(format string, args ...any) error {
 	return verbs.NoDevicef("soft: "+format, args...)
 }

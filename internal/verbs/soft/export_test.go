@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -252,3 +255,45 @@ func AttachSelfFilter(fd int, src [4]byte, qpn uint32) bool { return attachSelfF
 // SelfFilterMinLen is the shortest UDP datagram (header included) whose
 // source QP the self filter reads.
 const SelfFilterMinLen = selfFilterMinLen
+
+// NoGROArea sets the GRO pool's free areas aside and limits the process's
+// address space (RLIMIT_AS) to a megabyte past what it maps now, where an
+// area takes 4 MiB: the next read of a socket with GRO cannot map one.
+// restore raises the limit and gives the areas back. The limit is the
+// whole process's: for a child process (testenv.InChild).
+func NoGROArea() (restore func(), err error) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(statm))
+	if len(f) == 0 {
+		return nil, fmt.Errorf("/proc/self/statm: %q", statm)
+	}
+	pages, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_AS, &old); err != nil {
+		return nil, err
+	}
+	groPool.mu.Lock()
+	nfree := groPool.nfree
+	groPool.nfree = 0
+	groPool.mu.Unlock()
+	lim := old
+	lim.Cur = pages*uint64(unix.Getpagesize()) + 1<<20
+	if err := unix.Setrlimit(unix.RLIMIT_AS, &lim); err != nil {
+		groPool.mu.Lock()
+		groPool.nfree = nfree
+		groPool.mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unix.Setrlimit(unix.RLIMIT_AS, &old)
+		groPool.mu.Lock()
+		groPool.nfree += nfree
+		groPool.mu.Unlock()
+	}, nil
+}

@@ -4,6 +4,8 @@ package soft
 
 import (
 	"errors"
+	"net"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,6 +44,7 @@ func TestOutOfFdsEachCall(t *testing.T) {
 	errRoute := routeFrom([4]byte{127, 0, 0, 1}, [4]byte{127, 0, 0, 1})
 	_, errLink := netlinkNetdev(1)
 	id, errBind := Provider{}.Bind(verbs.BindConfig{})
+	devs, errDevs := Provider{}.Devices()
 	restore()
 
 	assert.Equal(t, -1, fd, "udpSocket")
@@ -67,11 +70,96 @@ func TestOutOfFdsEachCall(t *testing.T) {
 	assert.ErrorIs(t, errBind, verbs.ErrNoDevice, "Bind: no socket for the cookie, none to list the netdevs")
 	assert.ErrorContains(t, errBind, "list netdevs")
 	assert.ErrorContains(t, errBind, unix.EMFILE.Error())
+	assert.Nil(t, devs, "Devices")
+	assert.ErrorIs(t, errDevs, unix.EMFILE, "Devices: no socket to list the netdevs")
 	if id != nil {
 		id.Close()
 	}
 	assert.True(t, fd0Open(), "fd 0 closed")
 	assert.Equal(t, before, testenv.OpenFds(t), "fds leaked")
+}
+
+// Bind reserves the ID's QPN: when the namespace's QPN blocks are full
+// and no fd is left to reserve another, it fails with EMFILE
+// (rdma_create_id) rather than hand out an ID with no QPN, and closes the
+// socket it made for the QP.
+func TestOutOfFdsBindReservesNoQPN(t *testing.T) {
+	if !testenv.InChild(t) {
+		return
+	}
+	warm := internalQP(t, verbs.QPConfig{}) // the view, a QPN block, the netpoller's fds
+	cookie := netnsCookie(warm.uniFd)
+	require.NotZero(t, cookie, "SO_NETNS_COOKIE")
+	// Take every QPN left in the namespace's blocks.
+	var taken []uint32
+	qpnPool.mu.Lock()
+	for _, b := range qpnPool.blocks {
+		if b.netns != cookie {
+			continue
+		}
+		for q, ok := b.take(); ok; q, ok = b.take() {
+			taken = append(taken, q)
+		}
+	}
+	qpnPool.mu.Unlock()
+	require.NotEmpty(t, taken, "no block of the namespace had room")
+	t.Cleanup(func() {
+		for _, q := range taken {
+			releaseQPN(cookie, q)
+		}
+	})
+	require.True(t, fd0Open())
+	before := testenv.OpenFds(t)
+
+	// One fd free: Bind's socket takes it, none is left for a block.
+	restore := testenv.LimitFds(t, 1)
+	id, err := Provider{}.Bind(verbs.BindConfig{})
+	restore()
+	if id != nil {
+		id.Close()
+	}
+	assert.Nil(t, id, "Bind handed out an ID without a QPN")
+	assert.ErrorIs(t, err, unix.EMFILE)
+	assert.ErrorContains(t, err, "rdma_create_id: reserve QPNs: socket")
+	assert.True(t, fd0Open(), "fd 0 closed")
+	assert.Equal(t, before, testenv.OpenFds(t), "fds leaked")
+
+	// With an fd for a new block it succeeds, in a block of its own.
+	id, err = Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	qpn := id.(*ID).qpn
+	require.NoError(t, id.Close())
+	assert.NotContains(t, taken, qpn)
+}
+
+// A change in the namespace that the cached netlink view could not be
+// read again for (no fd for the dump) is not forgotten: the next look
+// reads it, though the subscription has nothing more to say. Here an
+// address added to lo, which Bind then finds.
+func TestOutOfFdsViewReadAgain(t *testing.T) {
+	if !testenv.InOwnNetns(t) || !testenv.InChild(t) {
+		return
+	}
+	const addr = "10.9.9.9"
+	warm := internalQP(t, verbs.QPConfig{}) // the namespace's view cached
+	cookie := netnsCookie(warm.uniFd)
+	require.NotZero(t, cookie, "SO_NETNS_COOKIE")
+	out, err := exec.Command("ip", "addr", "add", addr+"/32", "dev", "lo").CombinedOutput()
+	require.NoError(t, err, "ip addr add: %s", out)
+
+	restore := testenv.LimitFds(t, 0)
+	v, err := currentNetlinkView(cookie)
+	restore()
+	assert.Nil(t, v)
+	assert.ErrorIs(t, err, unix.EMFILE, "the view read again with no fd")
+
+	v, err = currentNetlinkView(cookie)
+	require.NoError(t, err)
+	require.NotNil(t, v, "no view and no error")
+	assert.NotNil(t, v.owning(net.ParseIP(addr).To4()), "the address added before the failed read")
+	id, err := Provider{}.Bind(verbs.BindConfig{Addr: net.ParseIP(addr)})
+	require.NoError(t, err, "Bind to the address added")
+	require.NoError(t, id.Close())
 }
 
 // CreateQP out of fds at each of the fds it makes fails with EMFILE, and

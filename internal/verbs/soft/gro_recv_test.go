@@ -261,7 +261,8 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 // posted, so that what the socket buffer cannot hold then is dropped (and
 // counted) datagram by datagram: from a Poll that finds no receive posted
 // until receives are posted again, and from a run that used the last
-// receives posted. Single datagrams (request/response) never turn it on.
+// receives posted (a PostRecv of none posts none). Single datagrams
+// (request/response) never turn it on.
 func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	const batch = 8
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
@@ -291,8 +292,34 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
+	k, err = a.qp.PostRecv(nil)
+	require.NoError(t, err)
+	require.Zero(t, k)
+	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a PostRecv of no receive")
 	a.postRecvs(0, 1)
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "receives posted again")
+}
+
+// A run that leaves one receive posted turns UDP_GRO on: only a run that
+// used the last receives keeps it off. The run is of two, and three
+// receives are posted, so that whether it is read in one read or two, the
+// read that holds its later segment leaves exactly one.
+func TestGROOnWithOneReceiveLeft(t *testing.T) {
+	const batch = 2
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	a.postRecvs(0, batch+1)
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wrs := make([]verbs.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
+	}
+	k, err := s.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, batch, k)
+	require.Len(t, a.recv(batch, 2*time.Second), batch, "the run's datagrams")
+	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run that left one receive posted")
 }
 
 // TestGROOnlyWhereRunsArrive on the multicast socket: a run to a group
@@ -633,6 +660,29 @@ func TestGROAreaGivenBackWhenDry(t *testing.T) {
 		require.Len(t, a.recv(8-n, 2*time.Second), 8-n)
 	}
 	assert.False(t, soft.GROAreaHeld(a.qp), "the GRO area held after a read that found the socket dry")
+}
+
+// A Poll whose read of a socket with GRO cannot map the read's GRO area
+// (RLIMIT_AS) fails with mmap's errno and completes nothing; the
+// datagram waits, and the next Poll with the limit raised completes it.
+func TestPollGROAreaMapFails(t *testing.T) {
+	if !testenv.InChild(t) {
+		return
+	}
+	g := newGROQuiet(t)
+	g.s.send(g.ah, g.a.qp.QPN(), []byte("after"), 0, 0)
+	waitUnread(t, g.a)
+	restore, err := soft.NoGROArea()
+	require.NoError(t, err)
+	var wcs [4]verbs.WC
+	n, err := g.a.qp.RecvCQ().Poll(wcs[:])
+	restore()
+	assert.Zero(t, n, "completions from a Poll with no GRO area")
+	require.ErrorIs(t, err, unix.ENOMEM, "Poll with no GRO area to map")
+	assert.ErrorContains(t, err, "mmap")
+	got := g.a.recv(1, 2*time.Second)
+	require.Len(t, got, 1, "the datagram, once the area maps")
+	assert.Equal(t, []byte("after"), g.a.buf(got[0])[verbs.GRHSize:])
 }
 
 // waitUnread waits until e's receive CQ has a datagram to read.

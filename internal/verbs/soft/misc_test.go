@@ -4,6 +4,7 @@ package soft_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -401,6 +402,77 @@ func TestPortHolderIsFound(t *testing.T) {
 	comm := filepath.Base(os.Args[0])
 	comm = comm[:min(15, len(comm))] // TASK_COMM_LEN
 	assert.ErrorContains(t, err, fmt.Sprintf("process %d (%s) holds it", child.Process.Pid, comm))
+}
+
+// TestPortHolderIsPID1: a process that is pid 1 (as in a container)
+// holding UDP 4791 on a socket of its own is named as this process, not
+// taken for none found. It runs as pid 1 of a PID and network namespace
+// of its own (unshare -n -p -f --mount-proc, root), binds 0.0.0.0:4791
+// without SO_REUSEADDR, and makes a QP.
+func TestPortHolderIsPID1(t *testing.T) {
+	if os.Getenv(testenv.EnvNetns) != t.Name() {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root: it runs in PID and network namespaces of its own")
+		}
+		args := []string{"-n", "-p", "-f", "--mount-proc", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+			os.Args[0], "-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
+		if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
+			args = append(args, "-test.gocoverdir="+f.Value.String())
+		}
+		cmd := exec.Command("unshare", args...)
+		cmd.Env = append(os.Environ(), testenv.EnvNetns+"="+t.Name(), "RDMANET_BACKEND=")
+		out, err := cmd.CombinedOutput()
+		t.Logf("as pid 1:\n%s", out)
+		require.NoError(t, err, "as pid 1")
+		require.Contains(t, string(out), "--- PASS: "+t.Name())
+		return
+	}
+	require.Equal(t, 1, os.Getpid())
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrInet4{Port: 4791}))
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	_, err = id.CreateQP(verbs.QPConfig{})
+	require.ErrorIs(t, err, unix.EADDRINUSE)
+	assert.ErrorContains(t, err, "another socket of this process (pid 1)")
+}
+
+// vxlanOn4791 makes a VXLAN netdev whose UDP port is 4791, up: the
+// kernel binds 0.0.0.0:4791 for it, a socket no process holds, as
+// rdma_rxe's is.
+var vxlanOn4791 = []string{"ip link add rv0 type vxlan id 1 dstport 4791 local 127.0.0.1", "ip link set rv0 up"}
+
+// TestPortHolderIsKernelSocket: with UDP 4791 held by a kernel socket (a
+// VXLAN netdev's), a software QP's bind fails naming no process: the
+// kernel's Soft-RoCE only where rdma_rxe is loaded, else how to find out.
+func TestPortHolderIsKernelSocket(t *testing.T) {
+	if !testenv.IsNetnsChild(t) && os.Geteuid() == 0 {
+		script := "ip link set lo up && " + strings.Join(vxlanOn4791, " && ")
+		if out, err := exec.Command("unshare", "-n", "sh", "-c", script).CombinedOutput(); err != nil {
+			t.Skipf("no VXLAN netdev to hold the port: %v: %s", err, out)
+		}
+	}
+	if !testenv.InOwnNetns(t, vxlanOn4791...) {
+		return
+	}
+	_, statErr := os.Stat("/sys/module/rdma_rxe")
+	rxe := statErr == nil
+	id, err := soft.Provider{}.Bind(verbs.BindConfig{})
+	require.NoError(t, err)
+	defer id.Close()
+	_, err = id.CreateQP(verbs.QPConfig{})
+	require.ErrorIs(t, err, unix.EADDRINUSE)
+	assert.NotContains(t, err.Error(), "holds it in this network namespace", "a process named")
+	assert.NotContains(t, err.Error(), "this process", "this process named")
+	if rxe {
+		assert.ErrorContains(t, err, "the kernel's Soft-RoCE (rdma_rxe) binds it")
+	} else {
+		assert.ErrorContains(t, err, "a kernel socket holds it", "rdma_rxe is not loaded")
+		assert.NotContains(t, err.Error(), "Soft-RoCE", "rdma_rxe is not loaded")
+	}
 }
 
 // TestTransparentWhereAllowed: a QP's unicast socket has IP_TRANSPARENT

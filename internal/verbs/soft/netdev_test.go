@@ -4,6 +4,7 @@ package soft
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,24 @@ func fakeNetdev(t *testing.T, root, name string, files map[string]string) {
 	for f, v := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), []byte(v+"\n"), 0o644))
 	}
+}
+
+// loopbackInterface is the loopback netdev: lo, else the first with
+// the loopback flag (the netlink view's loopback, from net's calls).
+func loopbackInterface() (*net.Interface, error) {
+	if ifi, err := net.InterfaceByName("lo"); err == nil {
+		return ifi, nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	for i := range ifs {
+		if ifs[i].Flags&net.FlagLoopback != 0 {
+			return &ifs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no loopback interface")
 }
 
 func loopback(t *testing.T) *net.Interface {

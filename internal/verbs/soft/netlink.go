@@ -133,9 +133,15 @@ func readNetlinkView() (*netlinkView, error) {
 	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
 		return nil, os.NewSyscallError("bind", err)
 	}
+	return dumpNetlinkView(fd)
+}
+
+// dumpNetlinkView dumps the links and addresses on fd, a bound rtnetlink
+// socket.
+func dumpNetlinkView(fd int) (*netlinkView, error) {
 	v := &netlinkView{}
 	buf := make([]byte, 32<<10)
-	err = netlinkDump(fd, buf, syscall.RTM_GETLINK, 1, func(m *syscall.NetlinkMessage) error {
+	err := netlinkDump(fd, buf, syscall.RTM_GETLINK, 1, func(m *syscall.NetlinkMessage) error {
 		if m.Header.Type == syscall.RTM_NEWLINK {
 			return v.addLink(m)
 		}

@@ -96,6 +96,44 @@ func TestNetlinkDumpBadAnswer(t *testing.T) {
 	require.Zero(t, msgs)
 }
 
+// withSeq sets a netlink message's sequence number.
+func withSeq(msg []byte, seq uint32) []byte {
+	binary.NativeEndian.PutUint32(msg[8:12], seq)
+	return msg
+}
+
+// withBadAttr appends to a netlink message an attribute claiming 64
+// bytes where 4 follow, and makes its header's length cover it: the
+// message parses, its attributes do not.
+func withBadAttr(msg []byte) []byte {
+	msg = append(msg, 64, 0, 3, 0)
+	binary.NativeEndian.PutUint32(msg[0:4], uint32(len(msg)))
+	return msg
+}
+
+// A view's dump whose link or address message does not parse fails: the
+// view is not kept without that link or address. The bad message is
+// forged, queued before the kernel's answer (a link dump is sequence 1,
+// an address dump 2).
+func TestNetlinkViewBadAnswer(t *testing.T) {
+	link := withSeq(withBadAttr(linkDump(7, syscall.ARPHRD_ETHER)), 1)
+	addr := nlHeader(0, syscall.RTM_NEWADDR, 2)
+	addr = append(addr, syscall.AF_INET, 32, 0, 0, 7, 0, 0, 0)
+	addr = withBadAttr(addr)
+	for _, c := range []struct {
+		name    string
+		answers [][]byte
+	}{
+		{"link", [][]byte{link}},
+		{"address", [][]byte{append(nlHeader(unix.NLMSG_HDRLEN+4, unix.NLMSG_DONE, 1), 0, 0, 0, 0), addr}},
+	} {
+		fd := forgedAnswers(t, c.answers...)
+		v, err := dumpNetlinkView(fd)
+		require.Nil(t, v, c.name)
+		require.ErrorContains(t, err, "parsenetlinkrouteattr", c.name)
+	}
+}
+
 // A link or address message whose attributes do not parse is an error,
 // not a nameless link or a missing address.
 func TestNetlinkBadAttrs(t *testing.T) {

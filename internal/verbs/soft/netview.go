@@ -26,6 +26,9 @@ type netView struct {
 	sub    int // the subscribed netlink socket, non-blocking
 	view   *netlinkView
 	used   uint64 // netViews.tick when last used
+	// stale: a change was read off sub but the view could not be read
+	// again; the next look reads it.
+	stale bool
 }
 
 var netViews struct {
@@ -62,12 +65,13 @@ func currentNetlinkView(cookie uint64) (*netlinkView, error) {
 	for _, v := range netViews.views {
 		if v.cookie == cookie {
 			v.used = netViews.tick
-			if changed(v.sub) {
+			if v.stale || changed(v.sub) {
 				nv, err := readNetlinkView()
 				if err != nil {
+					v.stale = true
 					return nil, err
 				}
-				v.view = nv
+				v.view, v.stale = nv, false
 			}
 			return v.view, nil
 		}

@@ -132,6 +132,64 @@ func TestReleaseQPNFreesItsOwn(t *testing.T) {
 	t.Fatalf("no block of namespace %#x", netns)
 }
 
+// A QPN given back frees its own offset in its block and no other, at
+// every offset: the block's used bits are four 64-bit words, and a QPN
+// past the first 64 has its bit in another word.
+func TestReleaseQPNEveryOffset(t *testing.T) {
+	const netns = 0x5eed81 // no namespace's cookie: a block of its own
+	if _, err := reserveQPN(netns); err != nil {
+		t.Fatalf("reserveQPN: %v", err)
+	}
+	qpnPool.mu.Lock()
+	var b *qpnBlock
+	for _, x := range qpnPool.blocks {
+		if x.netns == netns {
+			b = x
+		}
+	}
+	if b == nil {
+		qpnPool.mu.Unlock()
+		t.Fatalf("no block of namespace %#x", netns)
+	}
+	for _, ok := b.take(); ok; _, ok = b.take() {
+	}
+	full := b.n
+	qpnPool.mu.Unlock()
+	defer func() {
+		for j := range qpnBlockSize {
+			if q := b.base + uint32(j); q >= 2 && q <= 0xFFFFFE {
+				releaseQPN(netns, q)
+			}
+		}
+	}()
+	for j := range qpnBlockSize {
+		q := b.base + uint32(j)
+		if q < 2 || q > 0xFFFFFE {
+			continue // never handed out
+		}
+		releaseQPN(netns, q)
+		qpnPool.mu.Lock()
+		var free []int
+		for i := range qpnBlockSize {
+			if b.usable(i) {
+				free = append(free, i)
+			}
+		}
+		n := b.n
+		got, ok := b.take()
+		qpnPool.mu.Unlock()
+		if len(free) != 1 || free[0] != j {
+			t.Errorf("QPN %#x (offset %d) given back: free offsets %v, want [%d]", q, j, free, j)
+		}
+		if n != full-1 {
+			t.Errorf("QPN %#x given back: %d of the block handed out, want %d", q, n, full-1)
+		}
+		if !ok || got != q {
+			t.Fatalf("QPN %#x given back, then taken: %#x, %v; want it again", q, got, ok)
+		}
+	}
+}
+
 // reserveBlock draws its block from the whole 24-bit QPN space (qpnBlocks
 // blocks of qpnBlockSize), so that processes in a namespace rarely draw
 // the same one: of 64 draws, none lies past the space and some lie in its
