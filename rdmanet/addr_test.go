@@ -77,6 +77,33 @@ func TestParseAddrTakesExactlyTheDocumentedForm(t *testing.T) {
 	assert.Contains(t, err.Error(), "bytes)")
 }
 
+// ParseAddr's error says which part is wrong, as its doc promises ("Err
+// says what is wrong"): a string with no slash wants the GID/QPN form;
+// an empty GID before the slash is the GID's fault, not the form's; an
+// empty or bad QPN is the QPN's.
+func TestParseAddrErrorSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, why string }{
+		{"::ffff:10.99.0.1", "want GID/QPN"},
+		{"", "want GID/QPN"},
+		{"/0x11", "the GID must be"},
+		{"/", "the GID must be"},
+		{"10.99.0.1/0x11", "the GID must be"},
+		{"::ffff:10.99.0.1/", "no digits"},
+		{"::ffff:10.99.0.1/0x", "no digits"},
+		{"::ffff:10.99.0.1/0X11", "lower-case"},
+		{"::ffff:10.99.0.1/0x0000011", "at most 6 hex digits"},
+		{"::ffff:10.99.0.1/17x", "is not a digit"},
+		{"::ffff:10.99.0.1/16777216", "over 24 bits"},
+	} {
+		_, err := rdmanet.ParseAddr(c.in)
+		var ae *net.AddrError
+		require.True(t, errors.As(err, &ae), "ParseAddr(%q): %v", c.in, err)
+		assert.Contains(t, ae.Err, c.why, "ParseAddr(%q)", c.in)
+		assert.Equal(t, strconv.Quote(c.in), ae.Addr, "ParseAddr(%q)", c.in)
+	}
+}
+
 // Negative depths, sizes and windows are refused, not taken as defaults.
 // The error is listenFails's: its Addr is the group, or none at all
 // (not a nil *net.UDPAddr, which prints as "<nil>") for a nil group.

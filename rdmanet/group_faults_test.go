@@ -162,3 +162,46 @@ func TestRejoinRetriesFailedAddressHandle(t *testing.T) {
 	b, _ := mustRead(t, c)
 	require.Equal(t, "after the rejoin", string(b))
 }
+
+// A rejoin whose join fails makes no address handle from it: the failed
+// join's membership is the zero value, and an AH made from its zero
+// DGID (which a provider may take: an InfiniBand AH to LID 0) would be
+// recorded as the group's, counted as a rejoin, and never retried. The
+// rejoin backs off and joins again instead, and the group works after
+// it. (Not parallel: it replaces the back-off's timer for every conn.)
+func TestRejoinAfterFailedJoinMakesNoAddressHandle(t *testing.T) {
+	softOnly(t)
+	waits, restore := rdmanet.ObserveRejoinWaits()
+	t.Cleanup(restore)
+	var failJoin, zeroAHs atomic.Int32
+	f := rdmanet.Faults{
+		Join: func(verbs.Group) error {
+			if failJoin.Add(-1) >= 0 {
+				return errFault
+			}
+			return nil
+		},
+		CreateAH: func(attr verbs.AHAttr) error {
+			if attr.DGID.IsZero() {
+				zeroAHs.Add(1)
+			}
+			return nil
+		},
+	}
+	g := newGroup()
+	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f) })
+	a, err := c.GroupAddr(g)
+	require.NoError(t, err)
+	failJoin.Store(2)
+	require.NoError(t, rdmanet.InjectFaultEvent(c, verbs.Event{Type: verbs.EventMulticastError, MGID: a.GID}))
+	require.Eventually(t, func() bool { return c.Stats().Rejoins == 1 }, 5*time.Second, time.Millisecond,
+		"waiting for the rejoin after two failed joins")
+	require.Zero(t, zeroAHs.Load(), "address handles made from a failed join's membership")
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{10 * ms, 20 * ms}, waits(), "a back-off after each failed join")
+	require.Equal(t, []rdmanet.Addr{a}, c.Groups())
+	_, err = c.WriteTo([]byte("after the rejoin"), g)
+	require.NoError(t, err)
+	b, _ := mustRead(t, c)
+	require.Equal(t, "after the rejoin", string(b))
+}
