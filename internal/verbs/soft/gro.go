@@ -51,10 +51,6 @@ const (
 	// UDP payload, under 64 KiB.
 	groRoom = 1 << 16
 	groRow  = groPrefix + groRoom
-	// groCtrl is the control room of a bare read of a GRO socket: the
-	// UDP_GRO message alone (CMSG_SPACE of an int), which the kernel adds
-	// only to a coalesced read.
-	groCtrl = 24
 )
 
 // groRun walks the datagrams of one coalesced read: data is the read,

@@ -66,7 +66,9 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		}
 		area = c.gro.area
 		if bare {
-			ctrlLen = groCtrl
+			// The UDP_GRO message alone (an int), which the kernel adds
+			// only to a coalesced read.
+			ctrlLen = unix.CmsgSpace(4)
 		}
 	}
 	j := c.head
