@@ -180,12 +180,9 @@ func (q *QP) DeviceCounts() map[string]uint64 {
 	if c.closed || !q.fault.mib0.ok {
 		return nil
 	}
-	same, nsfd := q.sameNetns()
-	if same {
-		return readUDPMIB().deltas(q.fault.mib0)
-	}
+	nsfd := q.otherNetns()
 	if nsfd < 0 {
-		return nil
+		return readUDPMIB().deltas(q.fault.mib0)
 	}
 	defer unix.Close(nsfd)
 	now, ok := readUDPMIBIn(nsfd)
@@ -195,24 +192,25 @@ func (q *QP) DeviceCounts() map[string]uint64 {
 	return now.deltas(q.fault.mib0)
 }
 
-// sameNetns reports whether the calling thread is in the network
-// namespace of the QP's sockets; when not, nsfd is an fd of that
-// namespace (SIOCGSKNS), or -1 if none could be had. c.mu is held.
-func (q *QP) sameNetns() (same bool, nsfd int) {
+// otherNetns is an fd of the network namespace of the QP's sockets
+// (SIOCGSKNS) when the calling thread is in another, else -1: the same
+// namespace, or one that cannot be told apart from it (then the caller's
+// is assumed). c.mu is held.
+func (q *QP) otherNetns() int {
 	fd, err := unix.IoctlRetInt(q.uniFd, unix.SIOCGSKNS)
 	if err != nil {
-		return true, -1 // a kernel before 4.10: assume the caller's
+		return -1 // a kernel before 4.10: assume the caller's
 	}
 	var qs, ts unix.Stat_t
 	if unix.Fstat(fd, &qs) != nil || unix.Stat("/proc/thread-self/ns/net", &ts) != nil {
 		unix.Close(fd)
-		return true, -1
+		return -1
 	}
 	if qs.Ino == ts.Ino && qs.Dev == ts.Dev {
 		unix.Close(fd)
-		return true, -1
+		return -1
 	}
-	return false, fd
+	return fd
 }
 
 // readUDPMIBIn reads the UDP MIB of the network namespace nsfd on a

@@ -51,10 +51,6 @@ const (
 	// UDP payload, under 64 KiB.
 	groRoom = 1 << 16
 	groRow  = groPrefix + groRoom
-	// groCtrl is the control room of a bare read of a GRO socket: the
-	// UDP_GRO message alone (CMSG_SPACE of an int), which the kernel adds
-	// only to a coalesced read.
-	groCtrl = 24
 )
 
 // groRun walks the datagrams of one coalesced read: data is the read,
@@ -329,10 +325,8 @@ func (c *recvCQ) firstCopied(got int) int {
 		if n > c.regionLen(i) {
 			return i
 		}
-		if m.Hdr.Controllen > 0 {
-			if seg := groSeg(c.ctrl[i][:m.Hdr.Controllen]); seg > 0 && seg < n {
-				return i
-			}
+		if seg := groSeg(c.ctrl[i][:m.Hdr.Controllen]); seg > 0 && seg < n {
+			return i
 		}
 	}
 	return got
@@ -472,21 +466,7 @@ func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) roce.DropReason
 
 // groSeg is the segment size in a UDP_GRO control message in b, or 0.
 func groSeg(b []byte) int {
-	hlen := cmsgAlign(unix.SizeofCmsghdr)
-	for len(b) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-		l := int(h.Len)
-		if l < hlen || l > len(b) {
-			return 0
-		}
-		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && l >= hlen+4 {
-			return int(binary.NativeEndian.Uint32(b[hlen:]))
-		}
-		next := cmsgAlign(l)
-		if next >= len(b) {
-			return 0
-		}
-		b = b[next:]
-	}
-	return 0
+	var m rxMeta
+	parseCmsgs(b, &m)
+	return m.seg
 }

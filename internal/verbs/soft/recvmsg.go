@@ -49,7 +49,8 @@ const inPlaceSlack = roce.ImmDtSize + 3 + roce.ICRCSize
 // the datagram scattered over the header scratch, the buffer and the tail
 // scratch. The parts of each slot that never change (scratch iovecs, name
 // and control buffers) were set once by initScratch: only the buffer's
-// iovec and the lengths the kernel overwrites are reset. A bare read asks
+// iovec, which of the slot's iovecs the read takes, and the lengths the
+// kernel overwrites are set here. A bare read asks
 // for no control messages, and one datagram in place is read with
 // recvfrom, the kernel's cheapest receive. A read of a socket with GRO
 // gives each slot an overflow too, its row of the GRO area (gro.go), and
@@ -66,7 +67,9 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		}
 		area = c.gro.area
 		if bare {
-			ctrlLen = groCtrl
+			// The UDP_GRO message alone (an int), which the kernel adds
+			// only to a coalesced read.
+			ctrlLen = unix.CmsgSpace(4)
 		}
 	}
 	j := c.head
@@ -137,8 +140,6 @@ func (c *recvCQ) initScratch() {
 		setIov(&c.iov[i][2], c.tail[i][:])
 		m := &c.msgs[i]
 		m.Hdr.Name = (*byte)(unsafe.Pointer(&c.names[i]))
-		m.Hdr.Iov = &c.iov[i][0]
-		m.Hdr.SetIovlen(3)
 		m.Hdr.Control = &c.ctrl[i][0]
 	}
 }

@@ -166,12 +166,13 @@ func withoutOpt(opts []sockopt, level, name int) []sockopt {
 }
 
 // bufferFds are the sockets whose SO_RCVBUF (recv) or SO_SNDBUF a
-// socket buffer call sets: both receive; the unicast socket sends.
-func (q *QP) bufferFds(recv bool) (opt int, fds [2]int) {
+// socket buffer call sets: both receive; the unicast socket sends. An fd
+// is -1 once the QP is closed.
+func (q *QP) bufferFds(recv bool) (opt int, fds []int) {
 	if recv {
-		return unix.SO_RCVBUF, [2]int{q.mcFd, q.uniFd}
+		return unix.SO_RCVBUF, []int{q.mcFd, q.uniFd}
 	}
-	return unix.SO_SNDBUF, [2]int{q.uniFd, -1}
+	return unix.SO_SNDBUF, []int{q.uniFd}
 }
 
 // SetSocketBuffer sets SO_RCVBUF of both sockets (recv) or SO_SNDBUF of

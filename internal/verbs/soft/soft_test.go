@@ -170,6 +170,20 @@ func TestMessageSizeAndBadSGE(t *testing.T) {
 	n, err = a.qp.PostSend([]verbs.SendWR{bad})
 	assert.Equal(t, 0, n)
 	assert.Error(t, err)
+	// An SGE that ends at the MR's last byte is inside it; one byte
+	// further is not.
+	last := wr(10)
+	last.SGE.Offset = uint32(a.arena.Len() - 10)
+	n, err = a.qp.PostSend([]verbs.SendWR{last})
+	assert.Equal(t, 1, n)
+	assert.NoError(t, err, "SGE ending at the MR's end")
+	last.SGE.Offset++
+	n, err = a.qp.PostSend([]verbs.SendWR{last})
+	assert.Equal(t, 0, n)
+	assert.Error(t, err, "SGE ending one byte past the MR")
+	n, err = a.qp.PostRecv([]verbs.RecvWR{{SGE: verbs.SGE{Offset: uint32(a.arena.Len() - bufSize), Length: bufSize, LKey: a.mr.LKey()}}})
+	assert.Equal(t, 1, n)
+	assert.NoError(t, err, "receive SGE ending at the MR's end")
 	n, err = a.qp.PostRecv([]verbs.RecvWR{{SGE: verbs.SGE{Offset: 0, Length: 39, LKey: a.mr.LKey()}}})
 	assert.Equal(t, 0, n)
 	assert.Error(t, err, "receive buffer shorter than the GRH")
