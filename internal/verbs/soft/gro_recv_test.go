@@ -272,15 +272,7 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 		s.unicastTo(a, []byte("x"))
 	}
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after single datagrams")
-	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
-	wrs := make([]verbs.SendWR, batch)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
-	}
-	k, err := s.qp.PostSend(wrs)
-	require.NoError(t, err)
-	require.Equal(t, batch, k)
+	s.runTo(a, batch, 100)
 	require.Len(t, a.recv(batch, 2*time.Second), batch)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a run that used the last receive")
 	a.postRecvs(0, nBufs)
@@ -292,7 +284,7 @@ func TestGROOnlyWhereRunsArrive(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a Poll with no receive posted")
-	k, err = a.qp.PostRecv(nil)
+	k, err := a.qp.PostRecv(nil)
 	require.NoError(t, err)
 	require.Zero(t, k)
 	assert.Equal(t, [2]bool{false, false}, soft.GROActive(a.qp), "after a PostRecv of no receive")
@@ -309,15 +301,7 @@ func TestGROOnWithOneReceiveLeft(t *testing.T) {
 	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
 	a := newEndpoint(t, verbs.QPConfig{GRO: true})
 	a.postRecvs(0, batch+1)
-	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
-	wrs := make([]verbs.SendWR, batch)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
-	}
-	k, err := s.qp.PostSend(wrs)
-	require.NoError(t, err)
-	require.Equal(t, batch, k)
+	s.runTo(a, batch, 100)
 	require.Len(t, a.recv(batch, 2*time.Second), batch, "the run's datagrams")
 	assert.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "after a run that left one receive posted")
 }
@@ -630,14 +614,9 @@ func TestGROAreaGivenBackWhenDry(t *testing.T) {
 	a.postRecvs(0, nBufs)
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: a.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
-	wrs := make([]verbs.SendWR, 4) // a run under the scratch's 8: no bigger scratch
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 100), AH: ah, RemoteQPN: a.qp.QPN(), RemoteQKey: a.qp.QKey()}
-	}
-	k, err := s.qp.PostSend(wrs)
-	require.NoError(t, err)
-	require.Equal(t, len(wrs), k)
-	require.Len(t, a.recv(len(wrs), 2*time.Second), len(wrs))
+	const run = 4 // under the scratch's 8: no bigger scratch
+	s.runTo(a, run, 100)
+	require.Len(t, a.recv(run, 2*time.Second), run)
 	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "UDP_GRO on after a run")
 
 	// Loopback delivers a datagram in its sender's send unless softirqs

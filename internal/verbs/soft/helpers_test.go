@@ -144,6 +144,22 @@ func (e *endpoint) unicastTo(b *endpoint, payload []byte) verbs.WC {
 	return wcs[0]
 }
 
+// runTo sends n unicast datagrams of size bytes from e to b in one
+// PostSend, a run that the kernel may coalesce (UDP GSO and GRO), and
+// checks that all were posted.
+func (e *endpoint) runTo(b *endpoint, n, size int) {
+	e.t.Helper()
+	ah, err := e.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(e.t, err)
+	wrs := make([]verbs.SendWR, n)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(i, size), AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey()}
+	}
+	k, err := e.qp.PostSend(wrs)
+	require.NoError(e.t, err)
+	require.Equal(e.t, n, k, "datagrams of the run posted")
+}
+
 // requireGuard checks that nothing past the first size bytes of region,
 // poisoned with 0xA5 before the receive, was written.
 func requireGuard(t *testing.T, region []byte, size int) {
