@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"time"
@@ -171,9 +172,7 @@ func (c *Config) guardDefaults() error {
 	if err := checkKey(c.Key); err != nil {
 		return err
 	}
-	if len(c.Key) > 0 {
-		c.Key = append([]byte(nil), c.Key...) // the caller's may change
-	}
+	c.Key = bytes.Clone(c.Key) // the caller's may change
 	if c.RepairInterval == 0 {
 		c.RepairInterval = 250 * time.Microsecond
 	}

@@ -509,12 +509,9 @@ func (c *Conn) timerLoop() {
 		}
 		c.looks.Add(1)
 		now := c.now()
-		next := c.rcv.tick(now)
-		if n := c.snd.tick(now); n < next {
-			next = n
-		}
-		if n := c.rxGiveBack(now, false); n != 0 && n < next {
-			next = n
+		next := min(c.rcv.tick(now), c.snd.tick(now))
+		if n := c.rxGiveBack(now, false); n != 0 { // 0: no need to look
+			next = min(next, n)
 		}
 		d := next - c.now()
 		if d <= 0 {

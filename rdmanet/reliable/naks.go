@@ -49,8 +49,8 @@ func (r *receiver) nakUpdate(p *peer, now int64) {
 			moved = true
 			c.stats.gapsFilled.Add(1)
 			c.stats.repairDelaySum.Add(uint64(took))
-			for m := c.stats.repairDelayMax.Load(); uint64(took) > m && !c.stats.repairDelayMax.CompareAndSwap(m, uint64(took)); m = c.stats.repairDelayMax.Load() {
-			}
+			// r.mu makes this the one writer: Stats only loads it.
+			c.stats.repairDelayMax.Store(max(c.stats.repairDelayMax.Load(), uint64(took)))
 			if !asked {
 				p.srtt = rttUnasked(p.srtt, p.rttvar, took, int64(c.cfg.InitialRTT))
 			}

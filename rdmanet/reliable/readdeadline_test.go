@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,4 +38,40 @@ func TestReadDeadlineWhileReadingInline(t *testing.T) {
 		t.Fatal("no return of the read in 10 s")
 	}
 	require.Equal(t, uint64(1), r.Stats().Malformed, "the forged datagram")
+}
+
+// A read with no deadline arms no timer: it parks until the receive loop
+// wakes it (a message ready, the hand-over of the underlying conn). The
+// test's func stands in for the read timer's before any read, and counts
+// its firings. Seed 123: waitRead's `dl != 0` -> `dl != 1` armed the
+// timer for no deadline, at minus the time, so the reader woke at once
+// and looked again, round and round until the receive loop's next batch
+// (on an idle conn, until something came; TestHostile's load alone
+// showed it).
+func TestReadWithoutDeadlineArmsNoTimer(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{})
+	tx := listenT(t, group, Config{})
+	var fired atomic.Int64
+	r.readTimer.Stop()
+	r.readTimer = time.AfterFunc(time.Hour, func() { fired.Add(1); r.rcv.wake() })
+	r.readTimer.Stop()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := r.ReadFrom(make([]byte, 64))
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		r.rx.mu.Lock()
+		defer r.rx.mu.Unlock()
+		return r.rx.want || r.rx.owner == rxReader
+	}, 10*time.Second, time.Millisecond, "the reader asking for the underlying conn: not in 10 s")
+	writeN(t, tx, group, 0, 1, 64)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a read with no deadline did not return the message written in 10 s; stats %+v", r.Stats())
+	}
+	require.Zero(t, fired.Load(), "firings of the read timer for a read with no deadline")
 }

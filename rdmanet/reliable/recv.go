@@ -100,9 +100,7 @@ func (r *receiver) maxRTT() time.Duration {
 		m = 0
 	}
 	for _, p := range r.peers {
-		if p.srtt > m {
-			m = p.srtt
-		}
+		m = max(m, p.srtt)
 	}
 	return time.Duration(m)
 }
@@ -343,9 +341,7 @@ func (r *receiver) settle(p *peer, now int64) {
 		}
 		p.joining = false
 		p.next, p.nextMsg = to, msg
-		if p.contig < p.next {
-			p.contig = p.next
-		}
+		p.contig = max(p.contig, p.next)
 		p.advance()
 	}
 	if !p.joining && p.headComplete(stride) {
@@ -395,9 +391,7 @@ func (p *peer) skipLong() {
 		p.next, p.nextMsg = p.longEnd, max(p.nextMsg, p.longMsg+1)
 	}
 	p.longStart, p.longEnd, p.longMsg = 0, 0, 0
-	if p.contig < p.next {
-		p.contig = p.next
-	}
+	p.contig = max(p.contig, p.next)
 	p.advance()
 }
 

@@ -29,10 +29,7 @@ func (s *sender) nak(from rdmanet.Addr, h *header, count uint32, rtt int64, paid
 	}
 	now := c.now()
 	s.touch(from, h.session, now, 0, 0, false)
-	start, end := h.seq, h.seq+min(uint64(count), s.wi.n)
-	if end > s.next {
-		end = s.next
-	}
+	start, end := h.seq, min(h.seq+min(uint64(count), s.wi.n), s.next)
 	lowSeq, lowMsg := s.low()
 	if start < lowSeq {
 		lh := header{kind: kindLost, session: c.session, seq: lowSeq, msg: lowMsg}

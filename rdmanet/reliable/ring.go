@@ -12,7 +12,9 @@ type ringIndex struct {
 
 func newRingIndex(n int) ringIndex {
 	r := ringIndex{n: uint64(n)}
-	if n > 1 && n&(n-1) == 0 {
+	// n is not 0: a ring has Window slots (at least 16, bounds.go) or
+	// minRing (8) to RecvWindow.
+	if n&(n-1) == 0 {
 		r.mask = uint64(n - 1)
 	}
 	return r

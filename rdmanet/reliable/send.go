@@ -98,10 +98,7 @@ func (s *sender) init(c *Conn) {
 	s.seqs = make([]uint64, c.cfg.Window)
 	s.repairT = make([]int64, c.cfg.Window)
 	s.repairTx = make([]uint16, c.cfg.Window)
-	maxFrags := (c.cfg.MaxMessage + c.frag - 1) / c.frag
-	if maxFrags < 64 {
-		maxFrags = 64
-	}
+	maxFrags := max((c.cfg.MaxMessage+c.frag-1)/c.frag, 64)
 	s.msgs = make([]rdmanet.Message, maxFrags)
 	s.msgSlot = make([]int, maxFrags)
 	s.hbEvery = int64(c.cfg.HeartbeatInterval)

@@ -94,6 +94,52 @@ func TestStatusEveryAtItsDue(t *testing.T) {
 	require.Equal(t, due, p.statusAt, "got the last report at %d, want %d", p.statusAt, due)
 }
 
+// A report owed (a FlowMin sender's heartbeat asked for one within
+// StatusInterval of the last: r.owed) goes at its due, StatusInterval
+// after the last, between sweeps too: tick looks at the senders while
+// one is owed, and says when to look again for it. The last sweep is
+// set two nanoseconds before the due, so neither tick below is one
+// (sweeps come at least a StatusInterval, here an hour, apart), and the
+// timer loop's own ticks, at the real time, an hour before, leave the
+// report alone. Seed 123: tick's `r.owed == 0` -> `!=` returned before the
+// senders whenever a report was owed, and it waited for the sweep.
+func TestOwedStatusAtItsDueBetweenSweeps(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour, StatusInterval: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	b := make([]byte, headerLen+2)
+	putHeader(b, &header{kind: kindData, flags: flagFlowMin, session: 82, seq: 0, msg: 0, nfrag: 1})
+	inject(r, b, from) // reported at once: the sender is new
+	require.Equal(t, uint64(1), r.Stats().StatusSent)
+	_, _, err := readMsg(t, r) // the room moved: news for the sender
+	require.NoError(t, err)
+	hb := make([]byte, headerLen+hbPayload)
+	putHeader(hb, &header{kind: kindHeartbeat, flags: flagFlowMin | flagWait, session: 82, seq: 1, msg: 1})
+	putHeartbeat(hb[headerLen:], 1, 1)
+	inject(r, hb, from) // within a StatusInterval of the report: owed
+
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := rc.peers[peerKey{addr: from, session: 82}]
+	require.NotNil(t, p)
+	require.True(t, p.statusOwed, "a report owed")
+	require.Equal(t, 1, rc.owed, "senders owed a report")
+	require.Zero(t, rc.pending, "senders with a NAK timer running")
+	due := p.statusAt + int64(time.Hour)
+	rc.lastTick = due - 2
+	rc.mu.Unlock()
+
+	require.Equal(t, due, rc.tick(due-1), "when the tick a nanosecond before the due looks again")
+	require.Equal(t, uint64(1), r.Stats().StatusSent, "statuses sent a nanosecond before the due")
+	rc.tick(due)
+	require.Equal(t, uint64(2), r.Stats().StatusSent, "statuses sent at the due")
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	require.False(t, p.statusOwed, "a report owed after it was sent")
+	require.Zero(t, rc.owed, "senders owed a report after it was sent")
+	require.Equal(t, due-2, rc.lastTick, "neither tick was a sweep")
+}
+
 // How often a receiver reports to a sender unasked (statusEvery): to a
 // FlowMin sender a quarter of ReceiverTimeout; to a FlowMax one a whole
 // ReceiverTimeout while the conn's own heartbeats come at least twice

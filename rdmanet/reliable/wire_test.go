@@ -185,6 +185,27 @@ func TestControlPayloadSizes(t *testing.T) {
 	}
 }
 
+// A NAK pays for what it asks (nakLen): nakPays times its length covers
+// count datagrams of the MTU, and it is no longer than that needs, but
+// never shorter than a NAK's header and payload nor longer than the MTU.
+// Every MTU from that least length to 9000: a device's is a power of
+// two (256 to 4096), a multiple of nakPays, where the division is exact,
+// so the others are where rounding up shows. Seed 123: `count*mtu + nakPays - 1` -> `- 2`
+// rounded down where count*mtu is 1 past a multiple of 8 (a one-datagram
+// NAK at MTU 1001 was 125 bytes, paying for 1000).
+func TestNAKLenPaysForWhatItAsks(t *testing.T) {
+	const least = headerLen + nakPayload
+	for mtu := least; mtu <= 9000; mtu++ {
+		for _, count := range []uint64{1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 1 << 20} {
+			n := nakLen(count, mtu)
+			asks := count * uint64(mtu)
+			require.True(t, n >= least && n <= mtu, "MTU %d, %d datagrams: %d bytes, want %d to the MTU", mtu, count, n, least)
+			require.True(t, n == mtu || uint64(nakPays*n) >= asks, "MTU %d, %d datagrams: %d bytes pay for %d of the %d asked", mtu, count, n, nakPays*n, asks)
+			require.True(t, n == least || uint64(nakPays*(n-1)) < asks, "MTU %d, %d datagrams: %d bytes, one fewer would pay for the %d asked", mtu, count, n, asks)
+		}
+	}
+}
+
 // The start marker: data carry it in byte 1 (flagStart), heartbeats in
 // the fragment index (hbStart); it decodes on those two kinds only, and
 // a datagram without it is not in a start.
