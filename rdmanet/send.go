@@ -496,13 +496,7 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 		if deadlinePassed(&s.deadline) {
 			return sent, c.opError("write", nil, os.ErrDeadlineExceeded)
 		}
-		k := len(ms) - sent
-		if k > sendBatch {
-			k = sendBatch
-		}
-		if uint64(k) > s.depth {
-			k = int(s.depth)
-		}
+		k := min(len(ms)-sent, sendBatch, int(s.depth))
 		if err := c.acquire(uint64(k)); err != nil {
 			return sent, c.opError("write", nil, err)
 		}
