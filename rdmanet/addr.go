@@ -116,8 +116,8 @@ func parseQPN(s string) (uint32, string) {
 			return 0, fmt.Sprintf("%s: %q is not a digit", want, r)
 		}
 	}
-	v, err := strconv.ParseUint(digits, base, 32)
-	if err != nil || v > 0xFFFFFF {
+	v, err := strconv.ParseUint(digits, base, 24) // digits only: err is a range error
+	if err != nil {
 		return 0, want + ": over 24 bits"
 	}
 	return uint32(v), ""

@@ -168,9 +168,7 @@ func (lc *ListenConfig) withDefaults() ListenConfig {
 	if c.SendDepth <= 0 {
 		c.SendDepth = verbs.DefaultSendDepth
 	}
-	if c.SendDepth < 4 {
-		c.SendDepth = 4
-	}
+	c.SendDepth = max(c.SendDepth, signalShare) // else no send is signaled
 	if c.QKey == 0 {
 		c.QKey = verbs.DefaultQKey
 	}

@@ -94,17 +94,21 @@ func (d *Datagram) Release() {
 	}
 	c.markLent(d.wrid, false)
 	l.returned = append(l.returned, c.recvWR(d.wrid))
-	lent := l.lent.Add(-1)
 	// Post now when a batch is ready, or when so much is lent that a
 	// reader might be waiting on an empty ring.
-	if len(l.returned) >= repostBatch || lent >= int64(c.cfg.RecvDepth-repostBatch) {
+	if len(l.returned) >= repostBatch || l.lent.Load()-1 >= int64(c.cfg.RecvDepth-repostBatch) {
 		n, _ := c.qp.PostRecv(l.returned)
 		l.returned = l.returned[:copy(l.returned, l.returned[n:])]
 	}
+	// Last: a reader that finds nothing lent reads l.returned without
+	// l.mu (takeReturned), so every write of it comes before.
+	l.lent.Add(-1)
 }
 
 // takeReturned moves released buffers to the reader's repost list; rd.mu
-// is held.
+// is held. With nothing lent it may look at l.returned without l.mu: each
+// Release lowers lent after its last write of l.returned, and no buffer
+// is lent again before rd.mu, which the caller holds, is free.
 func (c *Conn) takeReturned() {
 	l := &c.lend
 	if l.lent.Load() == 0 && len(l.returned) == 0 {

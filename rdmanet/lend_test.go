@@ -260,3 +260,47 @@ func lendOne(t *testing.T, rx, tx *rdmanet.Conn, g *net.UDPAddr, payload string)
 	require.NoError(t, err)
 	return d
 }
+
+// Release on another goroutine while the reader goes on reading (run
+// with -race): each round lends a datagram, hands it to a releasing
+// goroutine and at once reads the next one, whose read takes the
+// returned buffers while the Release may be giving its buffer back.
+// Every buffer comes back (a ring of 8 serves 2 datagrams a round for
+// 500 rounds), and the reader's unlocked look at the returned buffers
+// (takeReturned's fast path, taken only when nothing is lent) races no
+// Release.
+func TestReleaseWhileReading(t *testing.T) {
+	t.Parallel()
+	const depth, rounds = 8, 500
+	g := newGroup()
+	rx := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.RecvDepth = depth })
+	tx := listen(t, g)
+	toRelease := make(chan rdmanet.Datagram)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		for d := range toRelease {
+			d.Release()
+		}
+	}()
+	buf := make([]byte, 64)
+	for i := 0; i < rounds; i++ {
+		want := fmt.Sprintf("lent %d", i)
+		d := lendOne(t, rx, tx, g, want)
+		require.Equal(t, want, string(d.Payload), "round %d", i)
+		toRelease <- d
+		want = fmt.Sprintf("copied %d", i)
+		_, err := tx.WriteTo([]byte(want), g)
+		require.NoError(t, err)
+		require.NoError(t, rx.SetReadDeadline(time.Now().Add(5*time.Second)))
+		n, _, err := rx.ReadFrom(buf)
+		require.NoError(t, err, "round %d: the read after a Release on another goroutine (5 s)", i)
+		require.Equal(t, want, string(buf[:n]), "round %d", i)
+	}
+	close(toRelease)
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the releasing goroutine did not finish its Releases")
+	}
+}

@@ -17,6 +17,10 @@ import (
 const (
 	sendBatch  = 64   // send completions polled at once
 	maxAHCache = 1024 // unicast address handles kept
+	// One send in signalShare is signaled: signalEvery is the depth over
+	// signalShare. withDefaults raises a SendDepth under signalShare to
+	// it, so that signalEvery is at least 1.
+	signalShare = 4
 )
 
 // sendState is the send side: a ring of send slots in one registered arena,
@@ -72,7 +76,7 @@ type sendState struct {
 func (c *Conn) initSend() error {
 	s := &c.wr
 	s.depth = uint64(c.cfg.SendDepth)
-	s.signalEvery = s.depth / 4
+	s.signalEvery = s.depth / signalShare
 	s.slotSize = uint32((c.MTU() + 63) &^ 63)
 	s.maxInline = min(c.qp.MaxInline(), c.MTU())
 	var err error
@@ -496,13 +500,7 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 		if deadlinePassed(&s.deadline) {
 			return sent, c.opError("write", nil, os.ErrDeadlineExceeded)
 		}
-		k := len(ms) - sent
-		if k > sendBatch {
-			k = sendBatch
-		}
-		if uint64(k) > s.depth {
-			k = int(s.depth)
-		}
+		k := min(len(ms)-sent, sendBatch, int(s.depth))
 		if err := c.acquire(uint64(k)); err != nil {
 			return sent, c.opError("write", nil, err)
 		}
