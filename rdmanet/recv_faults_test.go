@@ -37,7 +37,9 @@ func TestBadReceiveCompletionsDropped(t *testing.T) {
 	}}
 	g := newGroup()
 	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &f); lc.RecvDepth = 4 })
-	require.Empty(t, c.Stats().Dropped, "no key for a count of none")
+	for k, n := range c.Stats().Dropped {
+		require.NotZero(t, n, "no key for a count of none: %q", k)
+	}
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
 			_, err := c.WriteTo([]byte(fmt.Sprint(i)), g)
@@ -47,11 +49,14 @@ func TestBadReceiveCompletionsDropped(t *testing.T) {
 	send(0, 2)
 	b, _ := mustRead(t, c)
 	require.Equal(t, "1", string(b), "the good completion after the failed one")
-	require.Equal(t, map[string]uint64{rdmanet.DropWCError: 1}, c.Stats().Dropped)
+	// Only the receive errors' count: the group's multicast socket is
+	// bound to *:4791, so a datagram another test in the namespace sends
+	// to a QP that has closed may come to it and count as not-for-us.
+	require.Equal(t, uint64(1), c.Stats().Dropped[rdmanet.DropWCError], "%v", c.Stats().Dropped)
 	send(2, 5)
 	b, _ = mustRead(t, c)
 	require.Equal(t, "4", string(b), "the good completion after a flushed and a short one")
-	require.Equal(t, map[string]uint64{rdmanet.DropWCError: 2}, c.Stats().Dropped, "the short one counted, the flushed one not")
+	require.Equal(t, uint64(2), c.Stats().Dropped[rdmanet.DropWCError], "the short one counted, the flushed one not: %v", c.Stats().Dropped)
 	require.Equal(t, uint64(2), c.Stats().Received)
 	// The buffers are posted again: a ring of 4 takes 8 more.
 	for i := range 8 {
