@@ -240,27 +240,37 @@ func TestAskedRepairTeachesRoundTrip(t *testing.T) {
 	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the NAKs go
 	const session = 89
 	var h header
-	now := r.now()
+	// 10 minutes ahead on the conn's clock: the round's due is past the
+	// timer loop's ticks, which would send the NAK first (then twice: no
+	// sample, Karn's rule).
+	now := r.now() + int64(10*time.Minute)
 	r.handle(dataDG(session, 0, 0, 0, 1, []byte("m0")), from, &h, now)
 	r.handle(dataDG(session, 4, 4, 0, 1, []byte("m4")), from, &h, now)
 	r.handle(dataDG(session, 2, 2, 0, 1, []byte("m2")), from, &h, now) // seqs 1 and 3 missing
-	_, naks := nakRoundAtDue(t, r, from, session)
-	require.Equal(t, uint64(2), naks, "a NAK for each missing run; stats %+v", r.Stats())
 	rc := &r.rcv
 	rc.mu.Lock()
 	p := rc.peers[peerKey{addr: from, session: session}]
 	require.NotNil(t, p)
-	sentAt, tries := p.nak.sentAt, p.nak.tries
+	require.Equal(t, nakBackoff, p.nak.state, "a NAK round for the gaps")
+	require.Equal(t, uint64(5), p.nak.end, "the round spans both gaps")
+	due := p.nak.due
 	require.Equal(t, int64(200*time.Microsecond), p.srtt, "InitialRTT, before")
 	require.Zero(t, p.rttvar, "no sample, before")
 	rc.mu.Unlock()
-	require.NotZero(t, sentAt, "the round's first NAK noted")
+
+	before := r.Stats().NAKsSent
+	rc.tick(due)
+	require.Equal(t, before+2, r.Stats().NAKsSent, "a NAK for each missing run; stats %+v", r.Stats())
+	rc.mu.Lock()
+	sentAt, tries := p.nak.sentAt, p.nak.tries
+	rc.mu.Unlock()
+	require.Equal(t, due, sentAt, "the round's first NAK noted")
 	require.Equal(t, 1, tries, "NAKs sent once")
 
 	took := 3 * time.Millisecond
 	b := dataDG(session, 1, 1, 0, 1, []byte("m1"))
 	markRepair(b)
-	r.handle(b, from, &h, sentAt+int64(took))
+	r.handle(b, from, &h, due+int64(took))
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	wantSRTT, wantVar := rttSample(int64(200*time.Microsecond), 0, int64(took))
