@@ -225,3 +225,55 @@ func TestUnaskedFillTeachesRoundTrip(t *testing.T) {
 	require.Equal(t, int64(took), p.srtt, "the round trip: the time the gap took")
 	require.Zero(t, p.rttvar, "still no sample of its own")
 }
+
+// A receiver's own NAK, answered, teaches it a round trip: the time from
+// the round's first NAK to the repair of the first datagram that NAK
+// asked for (feedback.go: repaired). With two missing runs in one round
+// (seqs 1 and 3; seq 4 comes second, so that the round spans both) the
+// round's first NAK is the one for seq 1, and its repair is the sample. Seed 126: sendNAKs' `if runs == 0 { first = start }` -> `!=`
+// kept the start of the last run (or 0 with one run), so the repair of
+// seq 1 answered no NAK of the round's, and the round trip stayed at
+// InitialRTT.
+func TestAskedRepairTeachesRoundTrip(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the NAKs go
+	const session = 89
+	var h header
+	// 10 minutes ahead on the conn's clock: the round's due is past the
+	// timer loop's ticks, which would send the NAK first (then twice: no
+	// sample, Karn's rule).
+	now := r.now() + int64(10*time.Minute)
+	r.handle(dataDG(session, 0, 0, 0, 1, []byte("m0")), from, &h, now)
+	r.handle(dataDG(session, 4, 4, 0, 1, []byte("m4")), from, &h, now)
+	r.handle(dataDG(session, 2, 2, 0, 1, []byte("m2")), from, &h, now) // seqs 1 and 3 missing
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := rc.peers[peerKey{addr: from, session: session}]
+	require.NotNil(t, p)
+	require.Equal(t, nakBackoff, p.nak.state, "a NAK round for the gaps")
+	require.Equal(t, uint64(5), p.nak.end, "the round spans both gaps")
+	due := p.nak.due
+	require.Equal(t, int64(200*time.Microsecond), p.srtt, "InitialRTT, before")
+	require.Zero(t, p.rttvar, "no sample, before")
+	rc.mu.Unlock()
+
+	before := r.Stats().NAKsSent
+	rc.tick(due)
+	require.Equal(t, before+2, r.Stats().NAKsSent, "a NAK for each missing run; stats %+v", r.Stats())
+	rc.mu.Lock()
+	sentAt, tries := p.nak.sentAt, p.nak.tries
+	rc.mu.Unlock()
+	require.Equal(t, due, sentAt, "the round's first NAK noted")
+	require.Equal(t, 1, tries, "NAKs sent once")
+
+	took := 3 * time.Millisecond
+	b := dataDG(session, 1, 1, 0, 1, []byte("m1"))
+	markRepair(b)
+	r.handle(b, from, &h, due+int64(took))
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	wantSRTT, wantVar := rttSample(int64(200*time.Microsecond), 0, int64(took))
+	require.Equal(t, wantSRTT, p.srtt, "the round trip: the first NAK to its first datagram's repair")
+	require.Equal(t, wantVar, p.rttvar)
+}

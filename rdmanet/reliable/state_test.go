@@ -258,6 +258,49 @@ func TestRingGrows(t *testing.T) {
 	require.False(t, p.valid(1100))
 }
 
+// A sender's ring unused for longer than SenderTimeout is freed at the
+// sweep, empty, while the sender stays tracked (heard meanwhile): at
+// exactly SenderTimeout unused it is kept, as the sender is at exactly
+// SenderTimeout unheard, and a nanosecond later freed. The sweeps are
+// the test's, an hour ahead on the conn's clock (SenderTimeout an hour):
+// the timer loop's own, at the clock's now, sweep nothing meanwhile.
+// Seed 126: the sweep's `now-p.keptAt > SenderTimeout` -> `>=` freed it
+// at exactly SenderTimeout.
+func TestIdleRingFreedAfterSenderTimeout(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where its status reports go
+	const session = 104
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	b, _, err := readMsg(t, r)
+	require.NoError(t, err)
+	require.Equal(t, "m0", string(b))
+	ring := minRing * (uint64(r.stride) + 4 + 8)
+	require.Equal(t, ring, r.Stats().RecvWindowBytes, "the ring of the one datagram kept")
+
+	rc := &r.rcv
+	rc.mu.Lock()
+	p := peerOf(t, r, session)
+	kept := p.keptAt
+	rc.mu.Unlock()
+	sweepAt := func(now int64) {
+		rc.mu.Lock()
+		p.heard = now // heard just now: not timed out
+		rc.lastTick = now - rc.sweepGap
+		rc.mu.Unlock()
+		rc.tick(now)
+	}
+	at := kept + int64(time.Hour)
+	sweepAt(at)
+	st := r.Stats()
+	require.Equal(t, 1, st.Senders, "the sender, heard")
+	require.Equal(t, ring, st.RecvWindowBytes, "the ring unused exactly SenderTimeout: kept")
+	sweepAt(at + 1)
+	st = r.Stats()
+	require.Equal(t, 1, st.Senders, "the sender, heard")
+	require.Zero(t, st.RecvWindowBytes, "the ring unused a nanosecond over SenderTimeout: freed")
+}
+
 // Stats' RecvWindowBytes is exactly what the senders' rings take: a
 // slot is the datagram's stride, its length (int32) and its seq
 // (uint64). The rings grow from minRing slots by doubling, so the test
