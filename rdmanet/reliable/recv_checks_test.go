@@ -158,19 +158,7 @@ func TestPendingAfterSenderForgotten(t *testing.T) {
 // keeps the timer loop's tick from looking at every sender while it is
 // not 0). Seed 202: forget's `r.owed--` -> `r.owed++`, on no test's line.
 func TestOwedAfterSenderForgotten(t *testing.T) {
-	group := newGroup()
-	r := listenT(t, group, Config{SenderTimeout: time.Hour, StatusInterval: time.Hour})
-	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
-	b := make([]byte, headerLen+2)
-	putHeader(b, &header{kind: kindData, flags: flagFlowMin, session: 81, seq: 0, msg: 0, nfrag: 1})
-	inject(r, b, from) // reported at once: the sender is new
-	require.Equal(t, uint64(1), r.Stats().StatusSent)
-	_, _, err := readMsg(t, r) // the room moved: news for the sender
-	require.NoError(t, err)
-	hb := make([]byte, headerLen+hbPayload)
-	putHeader(hb, &header{kind: kindHeartbeat, flags: flagFlowMin | flagWait, session: 81, seq: 1, msg: 1})
-	putHeartbeat(hb[headerLen:], 1, 1)
-	inject(r, hb, from) // within a StatusInterval (an hour) of the report: owed
+	r, from := owedSender(t, 81)
 	owed := func() int {
 		r.rcv.mu.Lock()
 		defer r.rcv.mu.Unlock()

@@ -94,6 +94,29 @@ func TestStatusEveryAtItsDue(t *testing.T) {
 	require.Equal(t, due, p.statusAt, "got the last report at %d, want %d", p.statusAt, due)
 }
 
+// owedSender makes a conn (StatusInterval and SenderTimeout an hour)
+// owe a status report to a FlowMin sender of session, forged from a raw
+// conn at from: its first datagram is reported at once (a new sender),
+// read, and then its heartbeat asks for a report (flagWait) within the
+// StatusInterval of that one.
+func owedSender(t *testing.T, session uint32) (*Conn, rdmanet.Addr) {
+	t.Helper()
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour, StatusInterval: time.Hour})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
+	b := make([]byte, headerLen+2)
+	putHeader(b, &header{kind: kindData, flags: flagFlowMin, session: session, seq: 0, msg: 0, nfrag: 1})
+	inject(r, b, from) // reported at once: the sender is new
+	require.Equal(t, uint64(1), r.Stats().StatusSent)
+	_, _, err := readMsg(t, r) // the room moved: news for the sender
+	require.NoError(t, err)
+	hb := make([]byte, headerLen+hbPayload)
+	putHeader(hb, &header{kind: kindHeartbeat, flags: flagFlowMin | flagWait, session: session, seq: 1, msg: 1})
+	putHeartbeat(hb[headerLen:], 1, 1)
+	inject(r, hb, from) // within a StatusInterval (an hour) of the report: owed
+	return r, from
+}
+
 // A report owed (a FlowMin sender's heartbeat asked for one within
 // StatusInterval of the last: r.owed) goes at its due, StatusInterval
 // after the last, between sweeps too: tick looks at the senders while
@@ -104,19 +127,7 @@ func TestStatusEveryAtItsDue(t *testing.T) {
 // report alone. Seed 123: tick's `r.owed == 0` -> `!=` returned before the
 // senders whenever a report was owed, and it waited for the sweep.
 func TestOwedStatusAtItsDueBetweenSweeps(t *testing.T) {
-	group := newGroup()
-	r := listenT(t, group, Config{SenderTimeout: time.Hour, StatusInterval: time.Hour})
-	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr) // where the status goes
-	b := make([]byte, headerLen+2)
-	putHeader(b, &header{kind: kindData, flags: flagFlowMin, session: 82, seq: 0, msg: 0, nfrag: 1})
-	inject(r, b, from) // reported at once: the sender is new
-	require.Equal(t, uint64(1), r.Stats().StatusSent)
-	_, _, err := readMsg(t, r) // the room moved: news for the sender
-	require.NoError(t, err)
-	hb := make([]byte, headerLen+hbPayload)
-	putHeader(hb, &header{kind: kindHeartbeat, flags: flagFlowMin | flagWait, session: 82, seq: 1, msg: 1})
-	putHeartbeat(hb[headerLen:], 1, 1)
-	inject(r, hb, from) // within a StatusInterval of the report: owed
+	r, from := owedSender(t, 82)
 
 	rc := &r.rcv
 	rc.mu.Lock()
