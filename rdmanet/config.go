@@ -316,8 +316,8 @@ func (e *inlineLimitError) Error() string {
 func (e *inlineLimitError) Unwrap() error { return e.err }
 
 // checkRings bounds the rings' mapped memory once the MTU is known:
-// RecvDepth slots of MTU+40 (rounded up to 64) and SendDepth of MTU, each
-// at most 1 GiB (the device's max_qp_wr bounds them first on every device
+// RecvDepth slots of MTU+40 and SendDepth of MTU (each rounded up to 64,
+// as initRecv and initSend make them), each at most 1 GiB (the device's max_qp_wr bounds them first on every device
 // known).
 func (c *Conn) checkRings() error {
 	mtu := uint64(c.MTU())
@@ -326,8 +326,8 @@ func (c *Conn) checkRings() error {
 		depth int
 		slot  uint64
 	}{
-		{"RecvDepth", c.cfg.RecvDepth, (verbs.GRHSize + mtu + 63) &^ 63},
-		{"SendDepth", c.cfg.SendDepth, mtu},
+		{"RecvDepth", c.cfg.RecvDepth, recvSlotSize(mtu)},
+		{"SendDepth", c.cfg.SendDepth, sendSlotSize(mtu)},
 	} {
 		hi, n := bits.Mul64(uint64(r.depth), r.slot)
 		if hi != 0 || n > maxRingBytes {

@@ -32,9 +32,13 @@ type recvState struct {
 	deadline atomic.Int64
 }
 
+// recvSlotSize is a receive slot's bytes at mtu: the GRH and a datagram,
+// rounded up to a cache line (checkRings bounds the ring with it).
+func recvSlotSize(mtu uint64) uint64 { return (verbs.GRHSize + mtu + 63) &^ 63 }
+
 func (c *Conn) initRecv() error {
 	r := &c.rd
-	r.slotSize = uint32((verbs.GRHSize + c.MTU() + 63) &^ 63)
+	r.slotSize = uint32(recvSlotSize(uint64(c.MTU())))
 	var err error
 	if r.arena, err = verbs.NewArena(int(r.slotSize) * c.cfg.RecvDepth); err != nil {
 		return err

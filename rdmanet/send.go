@@ -73,11 +73,15 @@ type sendState struct {
 	bufNoInline bool
 }
 
+// sendSlotSize is a send slot's bytes at mtu: a datagram, rounded up to
+// a cache line (checkRings bounds the ring with it).
+func sendSlotSize(mtu uint64) uint64 { return (mtu + 63) &^ 63 }
+
 func (c *Conn) initSend() error {
 	s := &c.wr
 	s.depth = uint64(c.cfg.SendDepth)
 	s.signalEvery = s.depth / signalShare
-	s.slotSize = uint32((c.MTU() + 63) &^ 63)
+	s.slotSize = uint32(sendSlotSize(uint64(c.MTU())))
 	s.maxInline = min(c.qp.MaxInline(), c.MTU())
 	var err error
 	if s.arena, err = verbs.NewArena(int(s.slotSize) * int(s.depth)); err != nil {
