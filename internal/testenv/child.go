@@ -8,6 +8,21 @@ import (
 	"testing"
 )
 
+// ChildTestArgs are the arguments that make this test binary, run again
+// in a child process, run t alone (a subtest too), verbosely, once. In a
+// coverage run the child writes its counters where the parent's are
+// merged (-test.gocoverdir), so what only the child executes counts as
+// covered (the mutation tool's baseline would take it for code no test
+// runs).
+func ChildTestArgs(t *testing.T) []string {
+	run := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
+	args := []string{"-test.run=" + run, "-test.v", "-test.count=1"}
+	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.gocoverdir="+f.Value.String())
+	}
+	return args
+}
+
 // InChild reports whether this process is the child that InChild
 // started for t. When not, it runs t again in a child process (this test
 // binary, -test.run t, in the same network namespace), fails t unless t
@@ -22,11 +37,7 @@ func InChild(t *testing.T) bool {
 	if IsChild(t) {
 		return true
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
-	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
-		args = append(args, "-test.gocoverdir="+f.Value.String())
-	}
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], ChildTestArgs(t)...)
 	cmd.Env = append(os.Environ(), EnvChild+"="+t.Name())
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"flag"
 	"os"
 	"os/exec"
 	"runtime"
@@ -42,14 +41,7 @@ func RunInOwnNetns(t *testing.T, setup ...string) string {
 		t.Skip("needs root: it runs in a private network namespace (unshare -n)")
 	}
 	script := strings.Join(append([]string{"ip link set lo up"}, setup...), " && ") + ` && exec "$0" "$@"`
-	run := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
-	args := []string{"-n", "sh", "-c", script, os.Args[0], "-test.run=" + run, "-test.v", "-test.count=1"}
-	// In a coverage run the child writes its counters where the parent's
-	// are merged, so what only the child executes counts as covered (the
-	// mutation tool's baseline would take it for code no test runs).
-	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
-		args = append(args, "-test.gocoverdir="+f.Value.String())
-	}
+	args := append([]string{"-n", "sh", "-c", script, os.Args[0]}, ChildTestArgs(t)...)
 	cmd := exec.Command("unshare", args...)
 	// Only the software backend runs in a namespace with lo alone.
 	cmd.Env = append(os.Environ(), EnvNetns+"="+t.Name(), "RDMANET_BACKEND=")

@@ -5,7 +5,6 @@ package soft_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -183,13 +182,7 @@ func runCountsChild(t *testing.T, start func(cmd *exec.Cmd) error) bool {
 	if os.Getenv(countsChildEnv) == t.Name() {
 		return true
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
-	// In a coverage run the child writes its counters where the parent's
-	// are merged (the mutation tool's baseline).
-	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
-		args = append(args, "-test.gocoverdir="+f.Value.String())
-	}
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], testenv.ChildTestArgs(t)...)
 	cmd.Env = append(os.Environ(), countsChildEnv+"="+t.Name())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

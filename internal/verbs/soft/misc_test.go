@@ -4,7 +4,6 @@ package soft_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -414,11 +413,8 @@ func TestPortHolderIsPID1(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("needs root: it runs in PID and network namespaces of its own")
 		}
-		args := []string{"-n", "-p", "-f", "--mount-proc", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
-			os.Args[0], "-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
-		if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
-			args = append(args, "-test.gocoverdir="+f.Value.String())
-		}
+		args := append([]string{"-n", "-p", "-f", "--mount-proc", "sh", "-c", `ip link set lo up && exec "$0" "$@"`, os.Args[0]},
+			testenv.ChildTestArgs(t)...)
 		cmd := exec.Command("unshare", args...)
 		cmd.Env = append(os.Environ(), testenv.EnvNetns+"="+t.Name(), "RDMANET_BACKEND=")
 		out, err := cmd.CombinedOutput()
