@@ -20,18 +20,7 @@ func TestGRHGIDsIPv6(t *testing.T) {
 	dgid[0] = 0xff // multicast
 	copy(buf[8:], sgid[:])
 	copy(buf[24:], dgid[:])
-	if isIPv4GRH(buf) {
-		t.Fatal("isIPv4GRH = true for an IPv6 GRH")
-	}
-	if got := grhSGID(buf); got != sgid {
-		t.Errorf("grhSGID = %v, want %v (bytes 8..23)", got, sgid)
-	}
-	if got := grhDGID(buf); got != dgid {
-		t.Errorf("grhDGID = %v, want %v (bytes 24..39)", got, dgid)
-	}
-	if !isOwnMulticast(buf, sgid) {
-		t.Error("isOwnMulticast(own SGID, multicast DGID) = false")
-	}
+	checkIPv6GRH(t, buf, sgid, dgid, "an IPv6 GRH")
 	other := sgid
 	other[15] ^= 1
 	if isOwnMulticast(buf, other) {
@@ -61,8 +50,16 @@ func TestGRHIPv6SourceLooksLikeIPv4Header(t *testing.T) {
 	if buf[20] != 0x45 {
 		t.Fatalf("buf[20] = %#x, want 0x45 (the test's premise)", buf[20])
 	}
+	checkIPv6GRH(t, buf, sgid, dgid, "an IPv6 GRH whose byte 20 is 0x45")
+}
+
+// checkIPv6GRH checks that buf, described by what, reads as an IPv6 GRH
+// from sgid to the multicast dgid: not IPv4, its GIDs at bytes 8 and 24,
+// and multicast of its own.
+func checkIPv6GRH(t *testing.T, buf []byte, sgid, dgid ipoib.GID, what string) {
+	t.Helper()
 	if isIPv4GRH(buf) {
-		t.Fatal("isIPv4GRH = true for an IPv6 GRH whose byte 20 is 0x45")
+		t.Fatalf("isIPv4GRH = true for %s", what)
 	}
 	if got := grhSGID(buf); got != sgid {
 		t.Errorf("grhSGID = %v, want %v (bytes 8..23)", got, sgid)
