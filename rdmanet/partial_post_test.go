@@ -113,6 +113,17 @@ func (r *signalRecorder) post(wrs []verbs.SendWR) (bool, int, error) {
 	return false, 0, nil
 }
 
+// postPartWay writes a batch of a and b to ga on c with the next batch
+// refused after its first send: WriteBatch posts a alone and fails with
+// ENOBUFS.
+func (r *signalRecorder) postPartWay(t *testing.T, c *rdmanet.Conn, ga rdmanet.Addr, a, b []byte) {
+	t.Helper()
+	r.refuseNextBatch()
+	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: a, Addr: ga}, {Buffer: b, Addr: ga}})
+	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
+	require.Equal(t, 1, n, "sends posted of the partial batch")
+}
+
 func (r *signalRecorder) refuseNextBatch() {
 	r.mu.Lock()
 	r.partial = true
@@ -149,13 +160,10 @@ func signalListen(t *testing.T) (*rdmanet.Conn, *net.UDPAddr, rdmanet.Addr, *sig
 func TestPartialPostOfPlainMemorySignalsNothingMore(t *testing.T) {
 	t.Parallel()
 	c, g, ga, r := signalListen(t)
-	r.refuseNextBatch()
-	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: []byte("a"), Addr: ga}, {Buffer: []byte("b"), Addr: ga}})
-	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
-	require.Equal(t, 1, n, "sends posted of the partial batch")
+	r.postPartWay(t, c, ga, []byte("a"), []byte("b"))
 	require.False(t, r.wasSignaled(t, 0), "send 0, posted part way, got signaled, want unsignaled")
 
-	_, err = c.WriteTo([]byte("c"), g)
+	_, err := c.WriteTo([]byte("c"), g)
 	require.NoError(t, err)
 	require.False(t, r.wasSignaled(t, 1), "send 1 after a partial post of plain memory: got signaled, want unsignaled")
 	require.Equal(t, c.SendsPosted(), c.SendsDone(), "plain sends are done once posted")
@@ -168,13 +176,10 @@ func TestPartialPostEndingSignaledSignalsNothingMore(t *testing.T) {
 	t.Parallel()
 	c, g, ga, r := signalListen(t)
 	buf := sendBufferAfter15(t, c, g)
-	r.refuseNextBatch()
-	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
-	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
-	require.Equal(t, 1, n, "sends posted of the partial batch")
+	r.postPartWay(t, c, ga, buf[:10], buf[10:20])
 	require.True(t, r.wasSignaled(t, 15), "send 15, signaled in its turn: got unsignaled, want signaled")
 
-	_, err = c.WriteTo([]byte("next"), g)
+	_, err := c.WriteTo([]byte("next"), g)
 	require.NoError(t, err)
 	require.False(t, r.wasSignaled(t, 16), "send 16 after a partial post ending signaled: got signaled, want unsignaled")
 }
@@ -189,10 +194,7 @@ func TestWaitSendsUpToTheLastSignaledSendWaits(t *testing.T) {
 	c, g, ga, r := signalListen(t)
 	buf := sendBufferAfter15(t, c, g)
 	for _, wrid := range []uint64{15, 16} {
-		r.refuseNextBatch()
-		n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
-		require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
-		require.Equal(t, 1, n, "sends posted of the partial batch")
+		r.postPartWay(t, c, ga, buf[:10], buf[10:20])
 		require.Equal(t, wrid == 15, r.wasSignaled(t, wrid), "send %d signaled", wrid)
 	}
 	require.Equal(t, uint64(17), c.SendsPosted())
@@ -231,10 +233,7 @@ func TestPartialPostSignalsTheNextPostOnly(t *testing.T) {
 	sb, err := c.NewSendBuffer(4096)
 	require.NoError(t, err)
 	buf := sb.Bytes()
-	r.refuseNextBatch()
-	n, err := c.WriteBatch([]rdmanet.Message{{Buffer: buf[:10], Addr: ga}, {Buffer: buf[10:20], Addr: ga}})
-	require.ErrorIs(t, err, syscall.ENOBUFS, "the batch posted part way")
-	require.Equal(t, 1, n, "sends posted of the partial batch")
+	r.postPartWay(t, c, ga, buf[:10], buf[10:20])
 	require.False(t, r.wasSignaled(t, 0), "send 0, posted part way, got signaled, want unsignaled")
 
 	_, err = c.WriteTo([]byte("next"), g)
