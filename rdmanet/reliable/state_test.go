@@ -95,6 +95,16 @@ func inject(c *Conn, b []byte, from rdmanet.Addr) {
 	c.handle(b, from, &h, c.now())
 }
 
+// sendsDone waits until every send c has posted completed. A NAK for a
+// datagram whose send is still in flight is deferred (RepairsDeferred),
+// and on rdma-core (rxe above all) a send completes well after the write
+// returns: a test that counts repairs or suppressed repairs NAKs only
+// settled datagrams.
+func sendsDone(t testing.TB, c *Conn) {
+	t.Helper()
+	require.NoError(t, c.conn.WaitSends(c.conn.SendsPosted()))
+}
+
 func readMsg(t testing.TB, c *Conn) ([]byte, *rdmanet.Addr, error) {
 	t.Helper()
 	buf := make([]byte, 8<<20)

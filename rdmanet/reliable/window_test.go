@@ -226,6 +226,7 @@ func TestPostsMarkTheirSlots(t *testing.T) {
 		require.True(t, m >= base+3 && m <= after, "seq %d: got mark %d, want in [%d, %d]", seq, m, base+3, after)
 	}
 	first := mark(0)
+	sendsDone(t, tx) // not deferred (RepairsDeferred)
 	before := tx.Stats().RepairsMulticast
 	inject(tx, nakDG(89, tx.session, 0, 1), rdmanet.Addr{QPN: 0x4268})
 	require.Equal(t, before+1, tx.Stats().RepairsMulticast, "stats %+v", tx.Stats())
