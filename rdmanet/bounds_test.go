@@ -156,18 +156,20 @@ func TestSpinReadReturnsAtDeadline(t *testing.T) {
 
 // Close during a spinning read returns at once, and so does the read,
 // with net.ErrClosed; WaitSends after Close is net.ErrClosed too. "At
-// once": within 60 ms, or 40 ms more than an idle conn's Close in the
-// same run, where Close itself is slow (rdma-core in the VM on a loaded
-// host: 111 ms once); waiting out the spin would add up to 100 ms.
+// once": the read within 60 ms of Close's start (waiting out the spin
+// would take up to 100 ms), and on the software backend Close too. On
+// rdma-core, Close tears down kernel state (the multicast leave, the QP)
+// whose time varies widely in the VM on a loaded host (32 to 181 ms seen,
+// an idle conn's as much as one under a spinning read), so there Close
+// is bounded by 1 s only, against a Close that hangs on the read.
 func TestCloseDuringSpinningRead(t *testing.T) {
 	t.Parallel()
 	lc := testConfig()
 	lc.Spin = 100 * time.Millisecond
-	idle, err := lc.ListenMulticast(context.Background(), "rdma", nil, newGroup())
-	require.NoError(t, err)
-	start := time.Now()
-	require.NoError(t, idle.Close())
-	bound := max(60*time.Millisecond, time.Since(start)+40*time.Millisecond)
+	bound := 60 * time.Millisecond
+	if testDevice != "" {
+		bound = time.Second
+	}
 	c, err := lc.ListenMulticast(context.Background(), "rdma", nil, newGroup())
 	require.NoError(t, err)
 	reading := make(chan struct{})
@@ -182,13 +184,13 @@ func TestCloseDuringSpinningRead(t *testing.T) {
 		res <- result{err, time.Now()}
 	}()
 	<-reading
-	start = time.Now()
+	start := time.Now()
 	require.NoError(t, c.Close())
 	closeTook := time.Since(start)
 	r := <-res
-	t.Logf("Close took %v; the read returned %v after Close began; bound %v", closeTook, r.at.Sub(start), bound)
+	t.Logf("Close took %v; the read returned %v after Close began; Close's bound %v", closeTook, r.at.Sub(start), bound)
 	assert.Less(t, closeTook, bound, "Close during a spinning read took %v", closeTook)
-	assert.Less(t, r.at.Sub(start), bound, "the read returned %v after Close", r.at.Sub(start))
+	assert.Less(t, r.at.Sub(start), 60*time.Millisecond, "the read returned %v after Close", r.at.Sub(start))
 	require.ErrorIs(t, r.err, net.ErrClosed)
 
 	err = c.WaitSends(c.SendsPosted())
