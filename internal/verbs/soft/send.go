@@ -280,10 +280,11 @@ func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 			c := s.gctrl[r][:]
 			h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 			h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
-			h.SetLen(unix.CmsgLen(2))
-			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = uint16(s.dlen[first])
+			seg := uint16(s.dlen[first]) // UDP_SEGMENT's data: the segment size, a u16
+			h.SetLen(unix.CmsgLen(int(unsafe.Sizeof(seg))))
+			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = seg
 			g.Hdr.Control = &c[0]
-			g.Hdr.SetControllen(unix.CmsgSpace(2))
+			g.Hdr.SetControllen(unix.CmsgSpace(int(unsafe.Sizeof(seg))))
 		}
 	}
 	q.send(s.gmsgs[:nr], s.runs)
