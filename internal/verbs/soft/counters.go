@@ -59,14 +59,8 @@ func readUDPMIB() udpMIB {
 func parseUDPMIB(b []byte) udpMIB {
 	var m udpMIB
 	var names []byte
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		rest, ok := bytes.CutPrefix(line, []byte("Udp: "))
+	for line := range bytes.Lines(b) {
+		rest, ok := bytes.CutPrefix(line, []byte("Udp: ")) // its newline too, which Fields skips
 		if !ok {
 			continue
 		}
