@@ -697,3 +697,22 @@ func TestCoalescedReadTruncated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "got %d completions of the next read, want 3", n)
 }
+
+// TestCloseGivesBackPendingGROArea: a QP closed with datagrams of a
+// coalesced read still pending (no receive posted for them) forgets them
+// and gives its GRO area back to the pool.
+func TestCloseGivesBackPendingGROArea(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC125)
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, _ := coalesced(t, a.qp, []groSeg{{plen: 64}, {plen: 64}, {plen: 64}}, src, dst, sport, true)
+	a.postRecvs(0, 1)
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 8)
+	n, err := a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "completions with one receive posted")
+	require.True(t, soft.GROAreaHeld(a.qp), "no GRO area held with two datagrams pending")
+	require.NoError(t, a.id.Close())
+	require.False(t, soft.GROAreaHeld(a.qp), "the GRO area still held after the QP's close")
+}
