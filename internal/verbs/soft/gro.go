@@ -299,7 +299,7 @@ func (g *groState) release() {
 
 // drop forgets pending datagrams and gives the area back (destroy).
 func (g *groState) drop() {
-	g.slot, g.end = 0, 0
+	g.end = g.slot // none pending; a read sets both
 	g.release()
 }
 
