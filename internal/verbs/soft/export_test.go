@@ -237,10 +237,6 @@ func GROAreaHeld(q *QP) bool {
 	return q.rcq.gro.area != nil
 }
 
-// GROQuietReads is how many reads with UDP_GRO on and none coalesced
-// turn it off.
-const GROQuietReads = groQuietReads
-
 // GROActive reports whether UDP_GRO is on q's multicast and unicast
 // sockets now.
 func GROActive(q *QP) [2]bool {
