@@ -254,7 +254,7 @@ func TestGROPoolTakesFreeFirst(t *testing.T) {
 // A GRO area's rows tile it: row i is groRow bytes from i*groRow, its
 // own, and the last ends at the area's end, so a read of recvBatch slots
 // has a row for each (a slot's overflow never runs into the next
-// slot's).
+// slot's); a row is the package doc's "68 KiB row".
 func TestGRORowsTileTheArea(t *testing.T) {
 	a, err := getGROArea()
 	if err != nil {
@@ -280,6 +280,9 @@ func TestGRORowsTileTheArea(t *testing.T) {
 		if off := uintptr(unsafe.Pointer(&r[0])) - uintptr(unsafe.Pointer(&a.mem[0])); off != uintptr(i*groRow) {
 			t.Fatalf("row(%d) at offset %d, want %d", i, off, i*groRow)
 		}
+	}
+	if kib := len(a.row(0)) >> 10; kib != 68 {
+		t.Errorf("a row of %d KiB, want the package doc's 68", kib)
 	}
 }
 
