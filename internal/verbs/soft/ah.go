@@ -63,7 +63,7 @@ func routeFrom(src, dst [4]byte) error {
 	defer unix.Close(fd)
 	// IP_FREEBIND: the source is checked by the route lookup, not the bind
 	// (127.q.q.q on lo is local anyway; a netdev's address is too).
-	unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
+	setBoolOpt(fd, unix.IPPROTO_IP, unix.IP_FREEBIND, true)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src}); err != nil {
 		return os.NewSyscallError("bind", err)
 	}

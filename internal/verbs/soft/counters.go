@@ -4,6 +4,7 @@ package soft
 
 import (
 	"bytes"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -46,26 +47,11 @@ type udpMIB struct {
 const snmpPath = "/proc/thread-self/net/snmp"
 
 // readUDPMIB reads the UDP MIB of the calling thread's network namespace.
+// What could not be read is not in it: a file that does not open parses
+// as empty (ok false), one whose read fails part way as far as it got.
 func readUDPMIB() udpMIB {
-	var m udpMIB
-	fd, err := unix.Open(snmpPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return m
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 8192)
-	n := 0
-	for n < len(buf) {
-		k, err := unix.Read(fd, buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || k <= 0 {
-			break
-		}
-		n += k
-	}
-	return parseUDPMIB(buf[:n])
+	b, _ := os.ReadFile(snmpPath)
+	return parseUDPMIB(b)
 }
 
 // parseUDPMIB finds the two "Udp:" lines of /proc/net/snmp, the names and
@@ -73,14 +59,8 @@ func readUDPMIB() udpMIB {
 func parseUDPMIB(b []byte) udpMIB {
 	var m udpMIB
 	var names []byte
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		rest, ok := bytes.CutPrefix(line, []byte("Udp: "))
+	for line := range bytes.Lines(b) {
+		rest, ok := bytes.CutPrefix(line, []byte("Udp: ")) // its newline too, which Fields skips
 		if !ok {
 			continue
 		}

@@ -77,6 +77,14 @@ func BareReads(q *QP) uint64 {
 	return q.rcq.nBare
 }
 
+// RecvScratch is how many datagrams q's receive scratch holds: the most
+// one read takes.
+func RecvScratch(q *QP) int {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return len(q.rcq.msgs)
+}
+
 // BindError is what a bind to addr:4791 that failed with err returns.
 func BindError(addr [4]byte, err error) error { return bindError(addr, err) }
 
@@ -228,10 +236,6 @@ func GROAreaHeld(q *QP) bool {
 	defer q.rcq.mu.Unlock()
 	return q.rcq.gro.area != nil
 }
-
-// GROQuietReads is how many reads with UDP_GRO on and none coalesced
-// turn it off.
-const GROQuietReads = groQuietReads
 
 // GROActive reports whether UDP_GRO is on q's multicast and unicast
 // sockets now.

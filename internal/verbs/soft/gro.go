@@ -228,11 +228,7 @@ func (c *recvCQ) setGRO(s int, active bool) {
 	if g.off || g.active[s] == active || fd < 0 {
 		return
 	}
-	v := 0
-	if active {
-		v = 1
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, v); err != nil {
+	if err := setBoolOpt(fd, unix.SOL_UDP, unix.UDP_GRO, active); err != nil {
 		if active && !g.on[s] {
 			g.off = true // never had it: the kernel cannot
 		}
@@ -303,7 +299,7 @@ func (g *groState) release() {
 
 // drop forgets pending datagrams and gives the area back (destroy).
 func (g *groState) drop() {
-	g.slot, g.end = 0, 0
+	g.end = g.slot // none pending; a read sets both
 	g.release()
 }
 

@@ -388,24 +388,28 @@ func (g *groQuiet) lone(t *testing.T, i int) {
 	g.a.postRecvs(int(got[0].WRID), 1)
 }
 
+// groQuietReads is how many reads with UDP_GRO on and none coalesced turn
+// it off: the package doc's "GRO goes off after 256 reads with no run".
+const groQuietReads = 256
+
 // quietUntilOff reads lone datagrams with GRO on and its count at 0: it
-// must stay on for GROQuietReads - 1 of them and go off with the next.
+// must stay on for groQuietReads - 1 of them and go off with the next.
 func (g *groQuiet) quietUntilOff(t *testing.T) {
 	t.Helper()
 	before, _ := soft.GROReads(g.a.qp)
-	for i := range soft.GROQuietReads - 1 {
+	for i := range groQuietReads - 1 {
 		g.lone(t, i)
 	}
 	reads, _ := soft.GROReads(g.a.qp)
 	require.Equal(t, before, reads, "a lone datagram read coalesced")
-	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "GRO off after %d quiet reads", soft.GROQuietReads-1)
-	g.lone(t, soft.GROQuietReads-1)
-	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "GRO on after %d quiet reads", soft.GROQuietReads)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(g.a.qp), "GRO off after %d quiet reads", groQuietReads-1)
+	g.lone(t, groQuietReads-1)
+	require.Equal(t, [2]bool{false, false}, soft.GROActive(g.a.qp), "GRO on after %d quiet reads", groQuietReads)
 }
 
-// UDP_GRO goes off after GROQuietReads reads of the socket it is on with
-// none coalesced, counted from the last coalesced read: on after one
-// fewer, off after that many.
+// UDP_GRO goes off after groQuietReads (256) reads of the socket it is
+// on with none coalesced, counted from the last coalesced read: on after
+// one fewer, off after that many.
 func TestGROOffAfterQuietReads(t *testing.T) {
 	newGROQuiet(t).quietUntilOff(t)
 }
@@ -696,4 +700,23 @@ func TestCoalescedReadTruncated(t *testing.T) {
 	n, err = a.qp.RecvCQ().Poll(wcs)
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "got %d completions of the next read, want 3", n)
+}
+
+// TestCloseGivesBackPendingGROArea: a QP closed with datagrams of a
+// coalesced read still pending (no receive posted for them) forgets them
+// and gives its GRO area back to the pool.
+func TestCloseGivesBackPendingGROArea(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC125)
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	dst := a.qp.UnicastIP()
+	read, seg, _ := coalesced(t, a.qp, []groSeg{{plen: 64}, {plen: 64}, {plen: 64}}, src, dst, sport, true)
+	a.postRecvs(0, 1)
+	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+	wcs := make([]verbs.WC, 8)
+	n, err := a.qp.RecvCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "completions with one receive posted")
+	require.True(t, soft.GROAreaHeld(a.qp), "no GRO area held with two datagrams pending")
+	require.NoError(t, a.id.Close())
+	require.False(t, soft.GROAreaHeld(a.qp), "the GRO area still held after the QP's close")
 }

@@ -214,10 +214,47 @@ func TestGROPoolGivesBack(t *testing.T) {
 	}
 }
 
+// TestGROPoolTakesFreeFirst: an area is mapped only when none is free
+// (groPool: a process maps as many as it has concurrent reads). With one
+// area given back, taking as many as are free takes that one first and
+// every other free one, and makes none.
+func TestGROPoolTakesFreeFirst(t *testing.T) {
+	a, err := getGROArea()
+	if err != nil {
+		t.Fatalf("getGROArea: %v", err)
+	}
+	putGROArea(a)
+	groPool.mu.Lock()
+	made, nfree := groPool.made, groPool.nfree
+	groPool.mu.Unlock()
+	var held []*groArea
+	defer func() {
+		for _, b := range held {
+			putGROArea(b)
+		}
+	}()
+	for range nfree {
+		b, err := getGROArea()
+		if err != nil {
+			t.Fatalf("getGROArea: %v", err)
+		}
+		held = append(held, b)
+	}
+	groPool.mu.Lock()
+	madeAfter, nfreeAfter := groPool.made, groPool.nfree
+	groPool.mu.Unlock()
+	if nfreeAfter != 0 || madeAfter != made {
+		t.Errorf("%d areas taken of %d free: %d still free, %d made (%d before)", len(held), nfree, nfreeAfter, madeAfter, made)
+	}
+	if held[0] != a {
+		t.Errorf("the take after a give-back did not take the area given back")
+	}
+}
+
 // A GRO area's rows tile it: row i is groRow bytes from i*groRow, its
 // own, and the last ends at the area's end, so a read of recvBatch slots
 // has a row for each (a slot's overflow never runs into the next
-// slot's).
+// slot's); a row is the package doc's "68 KiB row".
 func TestGRORowsTileTheArea(t *testing.T) {
 	a, err := getGROArea()
 	if err != nil {
@@ -243,6 +280,9 @@ func TestGRORowsTileTheArea(t *testing.T) {
 		if off := uintptr(unsafe.Pointer(&r[0])) - uintptr(unsafe.Pointer(&a.mem[0])); off != uintptr(i*groRow) {
 			t.Fatalf("row(%d) at offset %d, want %d", i, off, i*groRow)
 		}
+	}
+	if kib := len(a.row(0)) >> 10; kib != 68 {
+		t.Errorf("a row of %d KiB, want the package doc's 68", kib)
 	}
 }
 

@@ -122,11 +122,7 @@ func (c *recvCQ) mcOrigDst(on bool) {
 	if c.origDstOff != on {
 		return
 	}
-	v := 0
-	if on {
-		v = 1
-	}
-	if unix.SetsockoptInt(c.q.mcFd, unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, v) == nil {
+	if setBoolOpt(c.q.mcFd, unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, on) == nil {
 		c.origDstOff = !on
 	}
 }

@@ -104,7 +104,6 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
 		m.Hdr.SetControllen(ctrlLen)
 		m.Hdr.Flags = 0
-		m.Len = 0
 	}
 	var got int
 	var err error

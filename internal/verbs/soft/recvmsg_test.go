@@ -151,3 +151,62 @@ func TestBareInPlaceReadTakesAllQueued(t *testing.T) {
 	require.Len(t, got, 1, "drops %+v", b.qp.Drops())
 	require.Equal(t, "scattered", string(b.buf(got[0])[verbs.GRHSize:]))
 }
+
+// TestRecvScratchGrowsWithStream: the receive scratch starts small, and a
+// read that fills it (a stream) doubles it from the next Poll on, up to
+// the queue depth here (recvBatch is 64 too); a Poll whose reads fall
+// short of it leaves it. Each try sends as many datagrams as the scratch
+// holds in one PostSend and Polls once they are there: the Poll took them
+// all only if its first read did (a short read ends it), and then the
+// next Poll must find the scratch doubled. On a loaded machine the first
+// read may find some still on their way: the scratch must stay, and the
+// size is tried again.
+func TestRecvScratchGrowsWithStream(t *testing.T) {
+	const depth, tries = nBufs, 40
+	b := newEndpoint(t, verbs.QPConfig{RecvDepth: depth})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: depth})
+	b.postRecvs(0, depth)
+	wcs := make([]verbs.WC, depth)
+	size := soft.RecvScratch(b.qp)
+	require.Less(t, size, depth, "the scratch starts at the queue depth")
+	var sizes []int
+	for try := 0; ; try++ {
+		require.Less(t, try, tries, "the scratch never grew to %d slots: %v", depth, sizes)
+		sizes = append(sizes, size)
+		s.runTo(b, size, 64)
+		waitUnread(t, b)
+		n, err := b.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		got := append([]verbs.WC(nil), wcs[:n]...)
+		deadline := time.Now().Add(5 * time.Second)
+		for len(got) < size {
+			require.True(t, time.Now().Before(deadline), "%d of %d datagrams arrived; drops %+v", len(got), size, b.qp.Drops())
+			k, err := b.qp.RecvCQ().Poll(wcs)
+			require.NoError(t, err)
+			got = append(got, wcs[:k]...)
+			if k == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		require.Len(t, got, size)
+		for _, wc := range got {
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint32(verbs.GRHSize+64), wc.ByteLen)
+			b.postRecvs(int(wc.WRID), 1)
+		}
+		// The next Poll (nothing is queued) sizes the scratch for its reads.
+		k, err := b.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		require.Zero(t, k)
+		next := soft.RecvScratch(b.qp)
+		if n < size {
+			require.Equal(t, size, next, "try %d: the scratch changed after a Poll that read %d of %d", try, n, size)
+			continue
+		}
+		require.Equal(t, min(2*size, depth), next, "try %d: a read filled the scratch of %d", try, size)
+		if size == depth {
+			return
+		}
+		size = next
+	}
+}

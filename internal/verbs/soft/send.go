@@ -34,7 +34,7 @@ import (
 type sendQueue struct {
 	mu     sync.Mutex
 	closed bool
-	psn    uint32
+	psn    uint32 // the next WR's PSN, 24 bits (psnMask)
 	hdr    [][roce.MaxHdrSize]byte
 	tail   [][8]byte // pad and ICRC
 	iov    [][3]unix.Iovec
@@ -57,11 +57,14 @@ type sendQueue struct {
 	maxScratch int
 }
 
+// psnMask keeps a PSN to the BTH's 24 bits.
+const psnMask = 0xFFFFFF
+
 // init makes the send queue with a scratch of firstScratch slots; a post
 // of more WRs grows it (grow), up to sendScratch, and a post of more than
 // that goes out in batches of sendScratch.
 func (s *sendQueue) init(q *QP, depth int) error {
-	s.psn = rand.Uint32N(1 << 24)
+	s.psn = rand.Uint32() & psnMask // a random first PSN
 	s.maxScratch = min(depth, sendScratch)
 	s.flat = make([]byte, roce.MaxHdrSize+q.mtu+8)
 	s.grow(min(s.maxScratch, firstScratch))
@@ -232,7 +235,7 @@ func (q *QP) encode(i int, wr *verbs.SendWR, room *int) error {
 	setIov(&s.iov[i][1], payload)
 	setIov(&s.iov[i][2], tail)
 	s.status[i], s.errno[i] = verbs.WCSuccess, 0
-	s.psn = (s.psn + 1) & 0xFFFFFF
+	s.psn = (s.psn + 1) & psnMask
 	return nil
 }
 
@@ -280,10 +283,11 @@ func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 			c := s.gctrl[r][:]
 			h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 			h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
-			h.SetLen(unix.CmsgLen(2))
-			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = uint16(s.dlen[first])
+			seg := uint16(s.dlen[first]) // UDP_SEGMENT's data: the segment size, a u16
+			h.SetLen(unix.CmsgLen(int(unsafe.Sizeof(seg))))
+			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = seg
 			g.Hdr.Control = &c[0]
-			g.Hdr.SetControllen(unix.CmsgSpace(2))
+			g.Hdr.SetControllen(unix.CmsgSpace(int(unsafe.Sizeof(seg))))
 		}
 	}
 	q.send(s.gmsgs[:nr], s.runs)

@@ -39,6 +39,19 @@ func udpSocket(opts []sockopt) (int, error) {
 	return fd, nil
 }
 
+// optOn is the value that turns a boolean socket option on: Linux reads
+// any non-zero int as on (0 is off).
+const optOn = 1
+
+// setBoolOpt turns the boolean socket option name at level on or off.
+func setBoolOpt(fd, level, name int, on bool) error {
+	v := 0
+	if on {
+		v = optOn
+	}
+	return unix.SetsockoptInt(fd, level, name, v)
+}
+
 // setSockopts sets opts on fd.
 func setSockopts(fd int, opts []sockopt) error {
 	for _, o := range opts {
@@ -50,21 +63,21 @@ func setSockopts(fd int, opts []sockopt) error {
 }
 
 var rxOpts = []sockopt{
-	{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, "SO_REUSEADDR"},
+	{unix.SOL_SOCKET, unix.SO_REUSEADDR, optOn, "SO_REUSEADDR"},
 	// The destination address (which group; the ICRC covers it) comes
 	// from IP_ORIGDSTADDR, a copy of the header's: IP_PKTINFO would also
 	// work out a source address for replies with a FIB lookup per
 	// datagram, which costs more than all the other control messages.
-	{unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, 1, "IP_RECVORIGDSTADDR"},
-	{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"},
+	{unix.IPPROTO_IP, unix.IP_RECVORIGDSTADDR, optOn, "IP_RECVORIGDSTADDR"},
+	{unix.SOL_SOCKET, unix.SO_RXQ_OVFL, optOn, "SO_RXQ_OVFL"},
 	{unix.SOL_SOCKET, unix.SO_RCVBUF, sockBufBytes, "SO_RCVBUF"},
 }
 
 // grhOpts ask for the TTL and TOS the GRH's IPv4 header shows, unless
 // the QP was created with GRHAddressesOnly: about 0.1 µs a datagram.
 var grhOpts = []sockopt{
-	{unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL"},
-	{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"},
+	{unix.IPPROTO_IP, unix.IP_RECVTTL, optOn, "IP_RECVTTL"},
+	{unix.IPPROTO_IP, unix.IP_RECVTOS, optOn, "IP_RECVTOS"},
 }
 
 // qpSockopts are the options of a QP's unicast socket (tx: it sends and
@@ -122,7 +135,7 @@ func (q *QP) openUnicast(opts []sockopt) error {
 	// back to a FIB lookup, about 0.13 µs a datagram. The address is
 	// local either way, and nothing else changes; without the right the
 	// option is left off.
-	unix.SetsockoptInt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, 1)
+	setBoolOpt(q.uniFd, unix.IPPROTO_IP, unix.IP_TRANSPARENT, true)
 	mreq := &unix.IPMreqn{Address: q.unicast, Ifindex: int32(q.ifindex)}
 	if err = unix.SetsockoptIPMreqn(q.uniFd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, mreq); err != nil {
 		return fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", err)
