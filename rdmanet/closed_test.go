@@ -53,11 +53,12 @@ func TestClosedConnAnswersConsistently(t *testing.T) {
 	closedErr(t, c.JoinGroup(nil, newGroup()), "JoinGroup")
 	closedErr(t, c.LeaveGroup(nil, g), "LeaveGroup")
 	closedErr(t, c.SetMulticastLoopback(false), "SetMulticastLoopback")
-	// The batch calls count nothing done with their error.
+	// The calls that count count nothing done with their error.
 	for _, call := range []struct {
 		name string
 		f    func() (int, error)
 	}{
+		{"WriteTo", func() (int, error) { return c.WriteTo([]byte("x"), g) }},
 		{"ReadBatch", func() (int, error) { return c.ReadBatch(make([]rdmanet.Message, 4)) }},
 		{"ReadBatch of none", func() (int, error) { return c.ReadBatch(nil) }},
 		{"WriteBatch", func() (int, error) { return c.WriteBatch([]rdmanet.Message{{Buffer: []byte("x"), Addr: ga}}) }},
@@ -73,6 +74,12 @@ func TestClosedConnAnswersConsistently(t *testing.T) {
 	closedErr(t, err, "ReadFromAddr")
 	require.Zero(t, n, "ReadFromAddr's length with its error: got %d, want 0", n)
 	require.Zero(t, from, "ReadFromAddr's sender with its error: got %v, want the zero Addr", from)
+	// net.PacketConn's callers process the n bytes ReadFrom returns
+	// before its error: with the error there are none, and no sender.
+	n, addr, err := c.ReadFrom(make([]byte, 10))
+	closedErr(t, err, "ReadFrom")
+	require.Zero(t, n, "ReadFrom's length with its error: got %d, want 0", n)
+	require.Nil(t, addr, "ReadFrom's sender with its error: got %v, want nil", addr)
 	err = c.Close()
 	closedErr(t, err, "second Close")
 	require.Equal(t, "close", err.(*net.OpError).Op)

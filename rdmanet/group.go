@@ -97,8 +97,8 @@ func (c *Conn) join(ctx context.Context, g verbs.Group) error {
 		c.grp.byIP[ip] = ms
 	}
 	c.grp.byMGID[m.MGID] = ms
-	if m.MTU > 0 && m.MTU < c.MTU() {
-		c.mtu.Store(int32(m.MTU))
+	if m.MTU > 0 {
+		c.mtu.Store(int32(min(m.MTU, c.MTU())))
 	}
 	return nil
 }

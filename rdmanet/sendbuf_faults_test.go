@@ -107,6 +107,34 @@ func TestSendBufferFreeAfterDeviceRemoval(t *testing.T) {
 	require.NoError(t, sb.Free(), "Close freed it")
 }
 
+// A SendBuffer whose sends had all completed before the device was
+// removed has nothing to wait for: WaitSends of a count already reached
+// answers nil, and Free frees the buffer then and there (its MR went
+// with the device), where a Free with a send not yet reaped fails
+// (TestSendBufferFreeAfterDeviceRemoval).
+func TestSendBufferFreeAfterDeviceRemovalSendsDone(t *testing.T) {
+	softOnly(t)
+	t.Parallel()
+	g := newGroup()
+	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &rdmanet.Faults{}) })
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	_, err = c.WriteTo(sb.Bytes()[:64], g)
+	require.NoError(t, err)
+	posted := c.SendsPosted()
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, c.WaitSends(posted), "waiting for the SendBuffer's send to complete")
+	require.NoError(t, rdmanet.InjectFaultEvent(c, verbs.Event{Type: verbs.EventDeviceRemoval}))
+	require.Eventually(t, func() bool {
+		_, err := c.GroupAddr(g) // reaps nothing
+		return err != nil
+	}, 5*time.Second, time.Millisecond, "waiting for the removal to fail calls")
+	require.Equal(t, posted, c.SendsDone())
+	require.NoError(t, c.WaitSends(posted), "every send waited for completed before the removal")
+	require.NoError(t, sb.Free(), "its sends completed: nothing to wait for")
+	require.Nil(t, sb.Bytes(), "freed")
+}
+
 // Addr.IP is the IP a GID carries, nil for no GID; a Datagram never lent
 // releases nothing.
 func TestAddrIPAndZeroDatagram(t *testing.T) {
