@@ -138,9 +138,12 @@ func (b *SendBuffer) Len() int { return int(b.size) }
 
 // Free waits, bounded by the write deadline, for the buffer's posted sends
 // to complete, then deregisters its MR and unmaps it. A later write of its
-// memory fails with ErrSendBufferFreed. Free is idempotent; after the
-// conn's Close it does nothing (Close freed the buffer). If the wait
-// fails (the deadline, a closed conn) the buffer stays as it was.
+// memory fails with ErrSendBufferFreed while the buffer is among the
+// conn's last 64 freed ones (it remembers no more); a write of older freed
+// memory is a use after free, as with any unmapped memory. Free is
+// idempotent; after the conn's Close it does nothing (Close freed the
+// buffer). If the wait fails (the deadline, a closed conn) the buffer
+// stays as it was.
 func (b *SendBuffer) Free() error {
 	c := b.c
 	s := &c.wr

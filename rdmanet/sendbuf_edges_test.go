@@ -35,12 +35,13 @@ func TestSendBufferDatagramAtItsEnd(t *testing.T) {
 	require.NoError(t, sb.Free())
 }
 
-// A conn recognizes the last MaxFreedSpans SendBuffers freed, and
-// forgets the oldest beyond that: the list stays bounded however many
-// are freed. (All are made first: a new buffer mapped where a freed one
+// A conn recognizes the last MaxFreedSpans SendBuffers freed (64, as
+// SendBuffer.Free's doc says), and forgets the oldest beyond that: the
+// list stays bounded however many are freed. (All are made first: a new buffer mapped where a freed one
 // was takes its span off the list.)
 func TestFreedSendBuffersBounded(t *testing.T) {
 	t.Parallel()
+	require.Equal(t, 64, rdmanet.MaxFreedSpans, "the bound SendBuffer.Free's doc gives")
 	if testDevice != "" {
 		// rdma-core: a QP holds at most 16 memory regions, fewer than
 		// the MaxFreedSpans+5 buffers alive at once here; the list's
