@@ -316,10 +316,15 @@ func TestSpinBacksOffWhenItMisses(t *testing.T) {
 	late := func() (spun bool) {
 		before, arms := q.polls.Load(), q.arms.Load()
 		go func() {
-			time.Sleep(2 * time.Millisecond) // after the window
+			// After the window: once the Wait armed the CQ (a post
+			// timed 2 ms after the Wait began met a spin the VM had
+			// held up past it).
+			for q.arms.Load() == arms {
+				time.Sleep(20 * time.Microsecond)
+			}
 			q.post(1)
 		}()
-		n, err := waitWithin(t, w, "Wait for a completion 2 ms after the spin window")
+		n, err := waitWithin(t, w, "Wait for a completion posted once it armed the CQ")
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, arms+1, q.arms.Load(), "armed once, then slept")
