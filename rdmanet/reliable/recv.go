@@ -336,9 +336,7 @@ func (r *receiver) settle(p *peer, now int64) {
 				}
 			}
 		}
-		if !p.joining && msg > p.nextMsg {
-			p.lost = satAdd(p.lost, msg-p.nextMsg)
-		}
+		p.countSkipped(msg)
 		p.joining = false
 		p.next, p.nextMsg = to, msg
 		p.contig = max(p.contig, p.next)
@@ -348,9 +346,9 @@ func (r *receiver) settle(p *peer, now int64) {
 		// Messages skipped at the head (a message too long ended where
 		// its sender's next one is numbered further on): report them
 		// before the message, at their place.
-		if m := msgOf(p.slot(p.next, stride)); m > p.nextMsg {
-			p.lost, p.nextMsg = satAdd(p.lost, m-p.nextMsg), m
-		}
+		m := msgOf(p.slot(p.next, stride))
+		p.countSkipped(m)
+		p.nextMsg = max(p.nextMsg, m)
 	}
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
@@ -372,6 +370,16 @@ func (p *peer) advance() {
 		default:
 			return
 		}
+	}
+}
+
+// countSkipped counts lost the messages from nextMsg up to msg, reached
+// without them (none where msg is not past nextMsg). While joining
+// (FromWindowStart, where to start not known yet), none: the peer starts
+// at msg.
+func (p *peer) countSkipped(msg uint64) {
+	if !p.joining && msg > p.nextMsg {
+		p.lost = satAdd(p.lost, msg-p.nextMsg)
 	}
 }
 
