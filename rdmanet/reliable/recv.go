@@ -18,9 +18,10 @@ type receiver struct {
 
 	// memos remembers where to start senders not tracked now, at most
 	// memoMax of them (the least recently touched goes first): one
-	// evicted while idle resumes at its next; one refused (MaxSenders
-	// tracked, none idle) starts at its first datagram refused, so what
-	// it sent meanwhile is repaired or reported lost, not skipped.
+	// evicted while idle, timed out or forgotten at its fin resumes at
+	// its next; one refused (MaxSenders tracked, none idle) starts at
+	// its first datagram refused, so what it sent meanwhile is repaired
+	// or reported lost, not skipped.
 	memos   map[peerKey]memo
 	memoMax int
 	ready   []*peer // ring of peers with a message (or loss) to read
@@ -477,12 +478,15 @@ func (r *receiver) tick(now int64) int64 {
 			r.forget(p)
 			if gone {
 				c.stats.sendersTimedOut.Add(1)
-				if !p.joining && !done {
-					// Heard again (a stall, not a departure), it
-					// resumes where it was: what it sent meanwhile
-					// is repaired or reported lost, not skipped.
-					r.remember(p.key, memo{seq: p.next, msg: p.nextMsg, at: now, resume: true})
-				}
+			}
+			if !p.joining {
+				// Heard again, it resumes where it was: after a
+				// stall (not a departure), what it sent meanwhile
+				// is repaired or reported lost, not skipped; after
+				// its fin, a heartbeat of its linger places it at
+				// its end, not at seq 0 as one sent in its start
+				// (hbStart) would, taking what was read again.
+				r.remember(p.key, memo{seq: p.next, msg: p.nextMsg, at: now, resume: true})
 			}
 		}
 	}
