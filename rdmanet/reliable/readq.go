@@ -125,9 +125,7 @@ func (p *peer) deliver(b []byte, stride int) (n int, truncated bool) {
 			truncated = true
 		}
 	}
-	if msg > p.nextMsg && !p.joining {
-		p.lost = satAdd(p.lost, msg-p.nextMsg) // cannot happen on a well-behaved sender
-	}
+	p.countSkipped(msg) // none on a well-behaved sender
 	p.next += nfrag
 	p.nextMsg = msg + 1
 	p.slack = 0

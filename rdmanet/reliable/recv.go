@@ -18,9 +18,10 @@ type receiver struct {
 
 	// memos remembers where to start senders not tracked now, at most
 	// memoMax of them (the least recently touched goes first): one
-	// evicted while idle resumes at its next; one refused (MaxSenders
-	// tracked, none idle) starts at its first datagram refused, so what
-	// it sent meanwhile is repaired or reported lost, not skipped.
+	// evicted while idle, timed out or forgotten at its fin resumes at
+	// its next; one refused (MaxSenders tracked, none idle) starts at
+	// its first datagram refused, so what it sent meanwhile is repaired
+	// or reported lost, not skipped.
 	memos   map[peerKey]memo
 	memoMax int
 	ready   []*peer // ring of peers with a message (or loss) to read
@@ -336,9 +337,7 @@ func (r *receiver) settle(p *peer, now int64) {
 				}
 			}
 		}
-		if !p.joining && msg > p.nextMsg {
-			p.lost = satAdd(p.lost, msg-p.nextMsg)
-		}
+		p.countSkipped(msg)
 		p.joining = false
 		p.next, p.nextMsg = to, msg
 		p.contig = max(p.contig, p.next)
@@ -348,9 +347,9 @@ func (r *receiver) settle(p *peer, now int64) {
 		// Messages skipped at the head (a message too long ended where
 		// its sender's next one is numbered further on): report them
 		// before the message, at their place.
-		if m := msgOf(p.slot(p.next, stride)); m > p.nextMsg {
-			p.lost, p.nextMsg = satAdd(p.lost, m-p.nextMsg), m
-		}
+		m := msgOf(p.slot(p.next, stride))
+		p.countSkipped(m)
+		p.nextMsg = max(p.nextMsg, m)
 	}
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
@@ -372,6 +371,16 @@ func (p *peer) advance() {
 		default:
 			return
 		}
+	}
+}
+
+// countSkipped counts lost the messages from nextMsg up to msg, reached
+// without them (none where msg is not past nextMsg). While joining
+// (FromWindowStart, where to start not known yet), none: the peer starts
+// at msg.
+func (p *peer) countSkipped(msg uint64) {
+	if !p.joining && msg > p.nextMsg {
+		p.lost = satAdd(p.lost, msg-p.nextMsg)
 	}
 }
 
@@ -469,12 +478,15 @@ func (r *receiver) tick(now int64) int64 {
 			r.forget(p)
 			if gone {
 				c.stats.sendersTimedOut.Add(1)
-				if !p.joining && !done {
-					// Heard again (a stall, not a departure), it
-					// resumes where it was: what it sent meanwhile
-					// is repaired or reported lost, not skipped.
-					r.remember(p.key, memo{seq: p.next, msg: p.nextMsg, at: now, resume: true})
-				}
+			}
+			if !p.joining {
+				// Heard again, it resumes where it was: after a
+				// stall (not a departure), what it sent meanwhile
+				// is repaired or reported lost, not skipped; after
+				// its fin, a heartbeat of its linger places it at
+				// its end, not at seq 0 as one sent in its start
+				// (hbStart) would, taking what was read again.
+				r.remember(p.key, memo{seq: p.next, msg: p.nextMsg, at: now, resume: true})
 			}
 		}
 	}

@@ -170,9 +170,7 @@ func decode(b []byte, h *header) ([]byte, error) {
 		want = hbPayload
 	case kindNAK:
 		// Padded: a NAK pays for the repairs it asks for (nakPays).
-		if len(p) > nakPayload {
-			p = p[:nakPayload]
-		}
+		p = p[:min(len(p), nakPayload)]
 		want = nakPayload
 	case kindStatus:
 		want = statusPayload
