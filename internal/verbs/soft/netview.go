@@ -39,15 +39,11 @@ var netViews struct {
 
 // netnsCookie is the cookie of the network namespace of sock
 // (SO_NETNS_COOKIE, Linux 5.14), 0 where the kernel cannot tell or there
-// is no socket (sock < 0).
+// is no socket (sock < 0). The getsockopt fails then (ENOPROTOOPT,
+// EBADF), writing nothing, and GetsockoptUint64 returns its zero value
+// with the error.
 func netnsCookie(sock int) uint64 {
-	if sock < 0 {
-		return 0
-	}
-	cookie, err := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-	if err != nil {
-		return 0
-	}
+	cookie, _ := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 	return cookie
 }
 
