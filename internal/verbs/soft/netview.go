@@ -102,12 +102,12 @@ func currentNetlinkView(cookie uint64) (*netlinkView, error) {
 func subscribeNetlink() (int, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
-		return -1, err
+		return noFd, err
 	}
 	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
-		return -1, err
+		return noFd, err
 	}
 	return fd, nil
 }
