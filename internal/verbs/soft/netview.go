@@ -3,6 +3,8 @@
 package soft
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -86,14 +88,11 @@ func currentNetlinkView(cookie uint64) (*netlinkView, error) {
 		netViews.views = append(netViews.views, v)
 		return nv, nil
 	}
-	lru := 0
-	for i, o := range netViews.views {
-		if o.used < netViews.views[lru].used {
-			lru = i
-		}
-	}
-	unix.Close(netViews.views[lru].sub)
-	netViews.views[lru] = v
+	// The least recently used goes (each look takes a tick of its own:
+	// no two are equal).
+	lru := slices.MinFunc(netViews.views, func(a, b *netView) int { return cmp.Compare(a.used, b.used) })
+	unix.Close(lru.sub)
+	*lru = *v
 	return nv, nil
 }
 
