@@ -67,16 +67,14 @@ func (c *recvCQ) completeInPlace(sock, got int, wcs []verbs.WC) int {
 // posted buffer past its GRH area and the tail scratch.
 type rxView struct{ s [3][]byte }
 
+// crc updates crc with bytes [from, to) of the datagram, from <= to: of
+// each part, what of the range lies in it (nothing, for a part before
+// or past it).
 func (v *rxView) crc(crc uint32, from, to int) uint32 {
 	for _, s := range v.s {
-		if from >= to {
-			break
-		}
-		if from < len(s) {
-			crc = roce.CRCUpdate(crc, s[from:min(len(s), to)])
-		}
+		crc = roce.CRCUpdate(crc, s[min(from, len(s)):min(to, len(s))])
 		from = max(from-len(s), 0)
-		to -= len(s)
+		to = max(to-len(s), 0)
 	}
 	return crc
 }

@@ -179,16 +179,16 @@ func (q *QP) DeviceCounts() map[string]uint64 {
 func (q *QP) otherNetns() int {
 	fd, err := unix.IoctlRetInt(q.uniFd, unix.SIOCGSKNS)
 	if err != nil {
-		return -1 // a kernel before 4.10: assume the caller's
+		return noFd // a kernel before 4.10: assume the caller's
 	}
 	var qs, ts unix.Stat_t
 	if unix.Fstat(fd, &qs) != nil || unix.Stat("/proc/thread-self/ns/net", &ts) != nil {
 		unix.Close(fd)
-		return -1
+		return noFd
 	}
 	if qs.Ino == ts.Ino && qs.Dev == ts.Dev {
 		unix.Close(fd)
-		return -1
+		return noFd
 	}
 	return fd
 }

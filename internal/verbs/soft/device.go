@@ -176,7 +176,7 @@ type resolved struct {
 func (r *resolved) release() {
 	if r.sock >= 0 {
 		unix.Close(r.sock)
-		r.sock = -1
+		r.sock = noFd
 	}
 }
 
@@ -204,7 +204,7 @@ func resolveAt(root string, cfg verbs.BindConfig) (*resolved, error) {
 	}
 	sock, err := udpSocket(nil)
 	if err != nil {
-		sock = -1 // no cookie: read the view; CreateQP reports the error
+		sock = noFd // no cookie: read the view; CreateQP reports the error
 	}
 	netns := netnsCookie(sock)
 	r, err := resolveIn(netns, root, cfg)

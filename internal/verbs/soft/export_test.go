@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -30,6 +31,27 @@ func RefuseGSO(errno unix.Errno) (refused *atomic.Int32, restore func()) {
 		return sendmmsg(fd, msgs, flags)
 	}
 	return refused, func() { sendRuns = sendmmsg }
+}
+
+// CountSendRuns records how many messages each sendmmsg of a post's
+// runs carries (sendRuns), until restore is called. A lone datagram last
+// in what is left to send goes by sendto (sendFlat) instead, and is not
+// recorded.
+func CountSendRuns() (calls func() []int, restore func()) {
+	var mu sync.Mutex
+	var lens []int
+	sendRuns = func(fd int, msgs []mmsghdr, flags int) (int, error) {
+		mu.Lock()
+		lens = append(lens, len(msgs))
+		mu.Unlock()
+		return sendmmsg(fd, msgs, flags)
+	}
+	calls = func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), lens...)
+	}
+	return calls, func() { sendRuns = sendmmsg }
 }
 
 // RefuseGSOSendShort is RefuseGSO whose sendmmsg of two or more lone

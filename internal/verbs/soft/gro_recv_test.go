@@ -645,6 +645,26 @@ func TestGROAreaGivenBackWhenDry(t *testing.T) {
 	assert.False(t, soft.GROAreaHeld(a.qp), "the GRO area held after a read that found the socket dry")
 }
 
+// The same for a one-slot read: a Poll after a wake, with room for one
+// completion, reads one datagram where the last came from (here the
+// unicast socket, with GRO on) by recvmsg, with no look at readiness
+// first; a wake with nothing there (a spurious one) finds the socket
+// dry, and the area goes back too.
+func TestGROAreaGivenBackWhenDryOneSlot(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	const run = 4
+	a.postRecvs(0, 2*run)
+	s.runTo(a, run, 100)
+	require.Len(t, a.recv(run, 2*time.Second), run)
+	require.Equal(t, [2]bool{false, true}, soft.GROActive(a.qp), "UDP_GRO on after a run")
+	var wcs [1]verbs.WC // one slot, whatever the pace
+	n, err := soft.PollRecvWoken(a.qp, wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n, "completions with nothing sent")
+	assert.False(t, soft.GROAreaHeld(a.qp), "the GRO area held after a one-slot read that found the socket dry")
+}
+
 // A Poll whose read of a socket with GRO cannot map the read's GRO area
 // (RLIMIT_AS) fails with mmap's errno and completes nothing; the
 // datagram waits, and the next Poll with the limit raised completes it.

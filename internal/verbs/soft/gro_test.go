@@ -32,6 +32,7 @@ func TestGRORunSplit(t *testing.T) {
 		{"equal segments", 400, 100, []int{100, 100, 100, 100}},
 		{"last one shorter", 350, 100, []int{100, 100, 100, 50}},
 		{"last one a byte", 201, 100, []int{100, 100, 1}},
+		{"segments of a byte", 3, 1, []int{1, 1, 1}}, // not RoCE, but any UDP sender's to the port
 		{"64 segments of a 64 B datagram", 64 * 88, 88, repeat(64, 88)},
 		{"15 of 4 KiB and a short one", 15*4120 + 24, 4120, append(repeat(15, 4120), 24)},
 		{"negative seg is no segmentation", 50, -1, []int{50}},

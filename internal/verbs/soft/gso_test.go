@@ -405,3 +405,52 @@ func TestLoneRunsWithoutUDPSegment(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("to %d", i), string(r.buf(got[0])[verbs.GRHSize:]))
 	}
 }
+
+// TestLoneLastDatagramBySendto: a post's last datagram, when it is a run
+// of one, goes by sendto from a gathered copy (sendFlat: cheaper than
+// sendmmsg for one), and a batch of runs by one sendmmsg whatever its
+// last run: a lone WR makes no sendmmsg, two lone WRs (two runs: two
+// destinations) one of both. (TestRunOfTwoLast: a last run of two.)
+func TestLoneLastDatagramBySendto(t *testing.T) {
+	r := newEndpoint(t, verbs.QPConfig{})
+	o := newEndpoint(t, verbs.QPConfig{})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
+	r.postRecvs(0, 8)
+	o.postRecvs(0, 8)
+	ahR, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	ahO, err := s.qp.CreateAH(verbs.AHAttr{DGID: o.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wr := func(i int, to *endpoint, ah verbs.AH) verbs.SendWR {
+		p := s.sendBuf(i)[:100]
+		for k := range p {
+			p[k] = byte(i)
+		}
+		return verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, len(p)), AH: ah, RemoteQPN: to.qp.QPN(), RemoteQKey: to.qp.QKey()}
+	}
+	calls, restore := soft.CountSendRuns()
+	defer restore()
+	for _, tc := range []struct {
+		wrs  []verbs.SendWR
+		want []int // messages of each sendmmsg
+	}{
+		{[]verbs.SendWR{wr(0, r, ahR)}, nil},
+		{[]verbs.SendWR{wr(1, o, ahO), wr(2, r, ahR)}, []int{2}},
+	} {
+		before := len(calls())
+		n, err := s.qp.PostSend(tc.wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(tc.wrs), n)
+		require.Equal(t, tc.want, calls()[before:], "sendmmsg calls (messages each) for WRs %d-%d", tc.wrs[0].WRID, tc.wrs[len(tc.wrs)-1].WRID)
+	}
+	for _, want := range []struct {
+		e   *endpoint
+		ids []byte
+	}{{r, []byte{0, 2}}, {o, []byte{1}}} {
+		wcs := want.e.recv(len(want.ids), 5*time.Second)
+		require.Len(t, wcs, len(want.ids), "datagrams (drops %+v)", want.e.qp.Drops())
+		for j, wc := range wcs {
+			require.Equal(t, want.ids[j], want.e.buf(wc)[verbs.GRHSize], "datagram %d", j)
+		}
+	}
+}

@@ -162,3 +162,22 @@ func TestLoopbackNotNamedLo(t *testing.T) {
 	assert.Equal(t, "lo0", id.Local().Netdev)
 	assert.True(t, id.Local().IP.Equal(net.IPv4(127, 0, 0, 1)), "bound to %v", id.Local().IP)
 }
+
+// An address with a peer (a point-to-point link's: IFA_LOCAL is the
+// address, IFA_ADDRESS the peer's) is the link's own address in the
+// netlink view, as in net.Interface.Addrs: the address owns the link, the
+// peer does not, and the GID table is net's.
+func TestNetlinkViewPointToPoint(t *testing.T) {
+	if !testenv.InOwnNetns(t, "ip link add dp0 type veth peer name dp1", "ip addr add 10.9.8.1 peer 10.9.8.2 dev dp0", "ip link set dp1 up", "ip link set dp0 up") {
+		return
+	}
+	v, err := readNetlinkView()
+	require.NoError(t, err)
+	l := v.byName("dp0")
+	require.NotNil(t, l, "dp0 in the view")
+	assert.Equal(t, l, v.owning(net.IPv4(10, 9, 8, 1)), "the address's link")
+	assert.Nil(t, v.owning(net.IPv4(10, 9, 8, 2)), "the peer's link")
+	ifi, err := net.InterfaceByName("dp0")
+	require.NoError(t, err)
+	assert.Equal(t, gidTable(ifi), v.gids(l))
+}

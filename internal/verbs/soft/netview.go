@@ -3,6 +3,8 @@
 package soft
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -39,15 +41,11 @@ var netViews struct {
 
 // netnsCookie is the cookie of the network namespace of sock
 // (SO_NETNS_COOKIE, Linux 5.14), 0 where the kernel cannot tell or there
-// is no socket (sock < 0).
+// is no socket (sock < 0). The getsockopt fails then (ENOPROTOOPT,
+// EBADF), writing nothing, and GetsockoptUint64 returns its zero value
+// with the error.
 func netnsCookie(sock int) uint64 {
-	if sock < 0 {
-		return 0
-	}
-	cookie, err := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
-	if err != nil {
-		return 0
-	}
+	cookie, _ := unix.GetsockoptUint64(sock, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
 	return cookie
 }
 
@@ -90,14 +88,11 @@ func currentNetlinkView(cookie uint64) (*netlinkView, error) {
 		netViews.views = append(netViews.views, v)
 		return nv, nil
 	}
-	lru := 0
-	for i, o := range netViews.views {
-		if o.used < netViews.views[lru].used {
-			lru = i
-		}
-	}
-	unix.Close(netViews.views[lru].sub)
-	netViews.views[lru] = v
+	// The least recently used goes (each look takes a tick of its own:
+	// no two are equal).
+	lru := slices.MinFunc(netViews.views, func(a, b *netView) int { return cmp.Compare(a.used, b.used) })
+	unix.Close(lru.sub)
+	*lru = *v
 	return nv, nil
 }
 
@@ -106,12 +101,12 @@ func currentNetlinkView(cookie uint64) (*netlinkView, error) {
 func subscribeNetlink() (int, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
-		return -1, err
+		return noFd, err
 	}
 	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
-		return -1, err
+		return noFd, err
 	}
 	return fd, nil
 }

@@ -5,6 +5,7 @@ package soft
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // A note wait whose arm fails returns 0 with the error: a caller such as
@@ -22,5 +23,45 @@ func TestNoteWaitArmErrorCountsNone(t *testing.T) {
 	}
 	if polls != 1 {
 		t.Errorf("%d polls before the arm failed, want 1", polls)
+	}
+}
+
+// A note left after the wait armed but before it slept (the producer's
+// completion between the second poll and the sleep) is kept, and ends the
+// sleep at once: the wait polls again and returns the completion. The
+// note channel has one slot; with none, that note would be dropped (no
+// one receiving yet) and the wait, with no deadline, would sleep on.
+func TestNoteLeftBeforeSleepKept(t *testing.T) {
+	var w noteWaiter
+	polls := 0
+	w.init(func() (int, error) {
+		polls++
+		switch polls {
+		case 2: // after the arm: the producer completes now, and leaves
+			// its note after this look, before the sleep
+			defer w.notify()
+			return 0, nil
+		case 3:
+			return 1, nil
+		}
+		return 0, nil
+	}, func() error { return nil })
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := w.wait()
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		if r.n != 1 || r.err != nil {
+			t.Fatalf("wait = %d, %v; want 1, nil", r.n, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		w.close() // ends the sleep: the goroutine returns
+		t.Fatal("the wait slept on after a note left before its sleep (10 s)")
 	}
 }

@@ -3,7 +3,6 @@
 package soft
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,20 +46,16 @@ func findPortHolder() holder {
 }
 
 // portInodes returns the inodes of the sockets in a /proc/net/udp-format
-// file whose local port is port.
+// file whose local port is port; none where the file cannot be read. The
+// header line's local_address column is a name, not an address with the
+// port.
 func portInodes(file string, port int) []string {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+	b, _ := os.ReadFile(file)
 	suffix := fmt.Sprintf(":%04X", port)
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Scan() // the header
-	for sc.Scan() {
+	for line := range strings.Lines(string(b)) {
 		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
-		fs := strings.Fields(sc.Text())
+		fs := strings.Fields(line)
 		if len(fs) >= 10 && strings.HasSuffix(fs[1], suffix) && fs[9] != "0" {
 			out = append(out, fs[9])
 		}

@@ -29,4 +29,7 @@ func TestPortInodesFields(t *testing.T) {
 	if want := []string{"111", "222"}; !slices.Equal(got, want) {
 		t.Fatalf("portInodes = %q, want %q", got, want)
 	}
+	if got := portInodes(filepath.Join(t.TempDir(), "none"), 4791); got != nil {
+		t.Errorf("portInodes of no file = %q, want none", got)
+	}
 }

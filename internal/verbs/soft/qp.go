@@ -117,11 +117,11 @@ func newQP(id *ID, cfg verbs.QPConfig) (q *QP, err error) {
 		blockSelf: cfg.BlockSelfMulticastLoopback,
 		addrOnly:  cfg.GRHAddressesOnly,
 		qpn:       id.qpn,
-		uniFd:     -1,
-		mcFd:      -1,
+		uniFd:     noFd,
+		mcFd:      noFd,
 	}
 	q.unicast = q.ifaddr
-	q.rcq.wideFd, q.rcq.uniEpFd = -1, -1
+	q.rcq.wideFd, q.rcq.uniEpFd = noFd, noFd
 	built := q // the error returns below set q to nil
 	defer func() {
 		if err != nil {
@@ -165,14 +165,14 @@ func (q *QP) closeFds() error {
 	var first error
 	if w := q.rcq.waiter; w != nil {
 		first = w.w.Close() // the epoll set and the multicast socket
-		q.rcq.wideFd, q.mcFd = -1, -1
+		q.rcq.wideFd, q.mcFd = noFd, noFd
 	}
 	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil && first == nil {
 				first = err
 			}
-			*fd = -1
+			*fd = noFd
 		}
 	}
 	return first

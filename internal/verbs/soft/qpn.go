@@ -122,10 +122,14 @@ func releaseQPN(netns uint64, qpn uint32) {
 	qpnPool.blocks = kept
 }
 
+// drawBlock draws the block reserveBlock tries next, at random among
+// qpnBlocks; tests replace it.
+var drawBlock = func() uint32 { return rand.Uint32N(qpnBlocks) }
+
 // reserveBlock binds a random free block's name.
 func reserveBlock() (*qpnBlock, error) {
 	for range maxQPNTries {
-		blk := rand.Uint32N(qpnBlocks)
+		blk := drawBlock()
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("reserve QPNs: %w", os.NewSyscallError("socket", err))

@@ -3,6 +3,7 @@
 package soft
 
 import (
+	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -211,5 +212,49 @@ func TestQPNBlocksSpanTheSpace(t *testing.T) {
 	}
 	if upper == 0 {
 		t.Errorf("64 blocks drawn, none in the upper half of the QPN space")
+	}
+}
+
+// A block whose name another socket holds (another process's block in
+// this namespace) is skipped: reserveBlock draws again and binds the
+// next free one. Where every draw is taken it gives up after maxQPNTries
+// draws, with an error.
+func TestReserveBlockSkipsTaken(t *testing.T) {
+	const taken, free = 0x1234, 0x1235
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: fmt.Sprintf("@rdmanet-sw-qpns-%04x", taken)}); err != nil {
+		t.Fatalf("bind block %#x's name: %v", taken, err)
+	}
+	orig := drawBlock
+	defer func() { drawBlock = orig }()
+	draws := 0
+	drawBlock = func() uint32 {
+		draws++
+		if draws <= 2 {
+			return taken
+		}
+		return free
+	}
+	b, err := reserveBlock()
+	if err != nil {
+		t.Fatalf("reserveBlock with block %#x taken, %#x free: %v", taken, free, err)
+	}
+	unix.Close(b.fd)
+	if b.base != free<<qpnBlockBits || draws != 3 {
+		t.Fatalf("block at %#x after %d draws; want %#x after 3", b.base, draws, free<<qpnBlockBits)
+	}
+
+	draws = 0
+	drawBlock = func() uint32 { draws++; return taken }
+	if b, err := reserveBlock(); err == nil {
+		unix.Close(b.fd)
+		t.Fatalf("reserveBlock with every draw taken: block at %#x, want an error", b.base)
+	}
+	if draws != maxQPNTries {
+		t.Errorf("every draw taken: gave up after %d draws, want %d", draws, maxQPNTries)
 	}
 }

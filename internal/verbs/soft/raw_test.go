@@ -301,17 +301,21 @@ func TestTailScratchBound(t *testing.T) {
 
 // TestInPlaceBoundary: a posted buffer with room past GRH + MTU for
 // ImmDt, pad and ICRC (11 bytes) takes a datagram in place, a shorter one
-// scattered, and either way a datagram whose payload fits the buffer is
-// read whole and accepted, read with control messages or bare: at 10
-// bytes past GRH + MTU (scattered) one whose ICRC runs into the tail
-// scratch, at 12 (in place) one that fills the buffer to its last byte
-// (a bare read takes it with recvfrom, which reports the datagram's
-// length: equal to the buffer's is not cut). Their payloads are 8 bytes
-// over the MTU, which the receiver does not check.
+// scattered, read with control messages or bare. The payloads are 8
+// bytes over the MTU, which the receiver does not check: the datagram is
+// accepted where it lands whole, and in place that means within the
+// buffer. At 10 bytes past GRH + MTU (scattered) its ICRC runs into the
+// tail scratch: accepted. At 11 (in place) it is one byte longer than
+// the buffer, its ICRC cut: dropped as TooLong, not completed, although
+// the same payload fits a buffer one byte shorter (so the boundary is
+// exactly inPlaceSlack). At 12 (in place) it fills the buffer to its
+// last byte: accepted (a bare read takes it with recvfrom, which reports
+// the datagram's length: equal to the buffer's is not cut). A RoCE
+// sender's payload is at most the MTU, which both layouts hold whole.
 func TestInPlaceBoundary(t *testing.T) {
 	r := newRawSender(t)
 	for _, only := range []bool{false, true} {
-		for _, past := range []int{10, 12} {
+		for _, past := range []int{10, 11, 12} {
 			t.Run(fmt.Sprintf("GRHAddressesOnly=%v/MTU+%d", only, past), func(t *testing.T) {
 				b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: only})
 				mtu := b.id.Local().MTU
@@ -325,6 +329,19 @@ func TestInPlaceBoundary(t *testing.T) {
 				_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: verbs.SGE{Length: uint32(size), LKey: b.mr.LKey()}}})
 				require.NoError(t, err)
 				before, bare := b.qp.Drops(), soft.BareReads(b.qp)
+				if past == 11 {
+					// The receive is still posted after the drop: the
+					// next datagram (read after it) takes it.
+					r.send(t, r.datagram(h, payload, uni), uni)
+					r.send(t, r.datagram(h, []byte("fits"), uni), uni)
+					wcs := b.recv(1, 2*time.Second)
+					require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())
+					require.Equal(t, "fits", string(b.buf(wcs[0])[verbs.GRHSize:]), "the datagram one byte longer than the in-place buffer was completed")
+					d := b.qp.Drops()
+					require.Equal(t, soft.Drops{TooLong: 1}, soft.Drops{TooLong: d.TooLong - before.TooLong}, "drops %+v", d)
+					require.Equal(t, dropTotal(before)+1, dropTotal(d), "one drop")
+					return
+				}
 				r.send(t, r.datagram(h, payload, uni), uni)
 				wcs := b.recv(1, 2*time.Second)
 				require.Len(t, wcs, 1, "drops %+v", b.qp.Drops())

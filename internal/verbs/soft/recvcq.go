@@ -135,19 +135,19 @@ var _ verbs.CQ = (*recvCQ)(nil)
 func newEpoll(fds []int, events []uint32) (int, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return -1, os.NewSyscallError("epoll_create1", err)
+		return noFd, os.NewSyscallError("epoll_create1", err)
 	}
 	// A new epoll fd's status flags are O_RDWR alone (F_SETFL keeps the
 	// access mode): set O_NONBLOCK without reading them first.
 	if _, err := unix.FcntlInt(uintptr(epfd), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		unix.Close(epfd)
-		return -1, os.NewSyscallError("fcntl", err)
+		return noFd, os.NewSyscallError("fcntl", err)
 	}
 	for i, fd := range fds {
 		ev := unix.EpollEvent{Events: events[i], Fd: int32(fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			unix.Close(epfd)
-			return -1, os.NewSyscallError("epoll_ctl", err)
+			return noFd, os.NewSyscallError("epoll_ctl", err)
 		}
 	}
 	return epfd, nil

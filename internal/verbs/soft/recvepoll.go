@@ -133,6 +133,6 @@ func (c *recvCQ) stopWatch() {
 		c.watch.Close()
 		<-c.watchDone
 		c.watch = nil
-		c.uniEpFd = -1
+		c.uniEpFd = noFd
 	}
 }

@@ -22,6 +22,10 @@ type sockopt struct {
 	what               string
 }
 
+// noFd stands for a socket or epoll set not open, or not made (beside an
+// error); what holds fds closes only those >= 0.
+const noFd = -1
+
 // udpSocket makes an unbound UDP socket with opts.
 func udpSocket(opts []sockopt) (int, error) {
 	// O_NONBLOCK: every read and send is non-blocking anyway, and a
@@ -30,11 +34,11 @@ func udpSocket(opts []sockopt) (int, error) {
 	// (first_packet_length); a non-blocking one's does not.
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP)
 	if err != nil {
-		return -1, os.NewSyscallError("socket", err)
+		return noFd, os.NewSyscallError("socket", err)
 	}
 	if err := setSockopts(fd, opts); err != nil {
 		unix.Close(fd)
-		return -1, err
+		return noFd, err
 	}
 	return fd, nil
 }

@@ -59,8 +59,10 @@ func TestResolvedSocketAtFd0Closed(t *testing.T) {
 
 // A socket at fd 0 is a socket: its namespace's cookie is told as any
 // other's. (Bind tags the QPN it reserves with the cookie of the socket
-// it makes, and keeps the namespace's netlink view by it.)
+// it makes, and keeps the namespace's netlink view by it.) No socket (-1,
+// as Bind passes when it could make none) has no cookie: 0.
 func TestNetnsCookieOfFd0(t *testing.T) {
+	require.Zero(t, soft.NetnsCookie(-1), "no socket")
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	defer unix.Close(fd)
