@@ -5,6 +5,7 @@ package poller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,19 +92,27 @@ func (q *traceCQ) take() string {
 // about to be (an event from then on is an edge its Read keeps).
 func (q *traceCQ) await(t *testing.T, want, what string) {
 	t.Helper()
+	q.awaitOneOf(t, what, want)
+}
+
+// awaitOneOf is await for calls that may read any of wants.
+func (q *traceCQ) awaitOneOf(t *testing.T, what string, wants ...string) {
+	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for {
 		q.mu.Lock()
 		got := strings.Join(q.calls, " ")
 		q.mu.Unlock()
-		if got == want {
+		if slices.Contains(wants, got) {
 			return
 		}
-		if !strings.HasPrefix(want, got) || time.Now().After(deadline) {
-			if len(got) > len(want)+40 {
-				got = got[:len(want)+40] + "..."
+		prefix := slices.ContainsFunc(wants, func(w string) bool { return strings.HasPrefix(w, got) })
+		if !prefix || time.Now().After(deadline) {
+			longest := slices.MaxFunc(wants, func(a, b string) int { return len(a) - len(b) })
+			if len(got) > len(longest)+40 {
+				got = got[:len(longest)+40] + "..."
 			}
-			t.Fatalf("%s: calls %q, want %q", what, got, want)
+			t.Fatalf("%s: calls %q, want %q", what, got, wants)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -198,7 +207,12 @@ func TestSpuriousWakeKeepsArm(t *testing.T) {
 // returned at once, and its event stays in the channel with the CQ now
 // disarmed. The next wait does not arm first: it polls, drains that
 // event (armed within an earlier Read, the channel may hold one), and
-// only then arms, polls and sleeps; the next completion wakes it.
+// only then arms, polls and sleeps; the next completion wakes it. The
+// runtime's poller may still hold the stale event's readiness (it saw the
+// edge before the drain read it): the wait then wakes once at once, finds
+// nothing and sleeps again without arming (drain=0 poll=0, as after any
+// spurious wake), and the completion may land during that look (drain=0
+// poll=1). Seen once in 300 runs under -race.
 func TestStaleEventDrainedBeforeRearm(t *testing.T) {
 	q := newTraceCQ(t)
 	w := newTraceWaiter(t, q, false)
@@ -211,5 +225,13 @@ func TestStaleEventDrainedBeforeRearm(t *testing.T) {
 	require.Equal(t, "poll=0 arm poll=1", q.take())
 	require.True(t, w.Armed(), "the Waiter still counts the CQ armed (its event is pending)")
 
-	sleepThenPost(t, q, w, "poll=0 drain=1 poll=0 arm poll=0", "drain=1 poll=1", "the wait after a stale event")
+	const asleep = "poll=0 drain=1 poll=0 arm poll=0"
+	res := waitAsync(w)
+	q.awaitOneOf(t, "the wait after a stale event: before the sleep", asleep, asleep+" drain=0 poll=0")
+	q.post(1)
+	r := resultWithin(t, res, "the wait after a stale event")
+	require.NoError(t, r.err)
+	require.Equal(t, 1, r.n)
+	require.Regexp(t, `^`+asleep+`( drain=0 poll=0)?( drain=1 poll=1| drain=0 poll=1)$`, q.take(),
+		"drained before the arm, armed once, woken by the completion")
 }
