@@ -14,18 +14,22 @@ import (
 //
 // A Datagram is a value that callers copy, so what it holds cannot say
 // whether its buffer was given back. The conn keeps that instead: one
-// ownership word per receive buffer (indexed by its WRID), odd while the
-// buffer is lent. ReadLend makes it odd and gives the Datagram the value;
-// Release moves it on to the next even value with a compare-and-swap,
-// which only the first Release of that lending can do: a second copy, a
-// copy released concurrently, or a stale copy from an earlier lending of
-// the same buffer all find another value and do nothing. 64 bits never
-// wrap in practice, so an old value cannot come round again.
+// ownership word per receive buffer (indexed by its WRID), a generation
+// count of its lendings. ReadLend gives the Datagram the word's value;
+// Release moves it on by one with a compare-and-swap, which only the
+// first Release of that lending can do: a second copy, a copy released
+// concurrently, or a stale copy from an earlier lending of the same
+// buffer all find another value and do nothing. Only Release moves the
+// word, and a lent buffer goes back to the ring only through its Release
+// (a reset keeps lent buffers out of it), so each lending has a value of
+// its own. 64 bits never wrap in practice, so an old value cannot come
+// round again. The word does not say whether the buffer is lent now: a
+// reset reads the lent bitmap (recover.go).
 type lendState struct {
 	mu       sync.Mutex
 	returned []verbs.RecvWR
 	lent     atomic.Int64
-	owner    []atomic.Uint64 // per receive buffer: odd while lent
+	owner    []atomic.Uint64 // per receive buffer: its lendings' generation
 }
 
 // Datagram is a received datagram lent by ReadLend: Payload aliases the
@@ -57,7 +61,7 @@ func (c *Conn) ReadLend() (Datagram, error) {
 	var d Datagram
 	if err == nil {
 		d = Datagram{Payload: buf[verbs.GRHSize:], c: c, wrid: wc.WRID}
-		d.lending = c.lend.owner[wc.WRID].Add(1) // odd: lent
+		d.lending = c.lend.owner[wc.WRID].Load() // Release moves it on
 		d.From.QPN = wc.SrcQP
 		if wc.Flags&verbs.WCGRH != 0 {
 			d.From.GID = grhSGID(buf)

@@ -46,3 +46,31 @@ func TestPendingFromAcquireFailsNextWriteTo(t *testing.T) {
 	_, err = tx.WriteTo([]byte("after"), g)
 	require.NoError(t, err, "the pending failure is returned once")
 }
+
+// A WriteTo whose own poll (the one before its post) finds a failed
+// completion returns ErrEarlierSendFailed and posts nothing: its number
+// is given back (SendsPosted as before) and Stats counts no datagram
+// sent or copied for it. The next write takes that number.
+func TestPendingFoundByWritesPollPostsNothing(t *testing.T) {
+	t.Parallel()
+	if testDevice != "" {
+		t.Skip("a wrapped software QP")
+	}
+	g := newGroup()
+	tx := listen(t, g, func(lc *rdmanet.ListenConfig) {
+		lc.Backend, lc.SendDepth = rdmanet.BackendFirstSendFails, 4 // every send signaled
+	})
+	_, err := tx.WriteTo([]byte("first"), g)
+	require.NoError(t, err, "the first write: its completion is not polled yet")
+	posted, st := tx.SendsPosted(), tx.Stats()
+	_, err = tx.WriteTo([]byte("second"), g)
+	require.ErrorIs(t, err, rdmanet.ErrEarlierSendFailed, "the write whose poll found the first send's failure")
+	require.Equal(t, posted, tx.SendsPosted(), "the failing write posted nothing")
+	after := tx.Stats()
+	require.Equal(t, st.Sent, after.Sent, "Stats.Sent of the failing write")
+	require.Equal(t, st.SentCopied, after.SentCopied, "Stats.SentCopied of the failing write")
+	_, err = tx.WriteTo([]byte("third"), g)
+	require.NoError(t, err, "the pending failure is returned once")
+	require.Equal(t, posted+1, tx.SendsPosted(), "the next write's number")
+	require.Equal(t, st.Sent+1, tx.Stats().Sent, "Stats.Sent after the next write")
+}
