@@ -71,6 +71,8 @@ func TestGuardConfig(t *testing.T) {
 		{Config{RepairInterval: -1}, "reliable: Config.RepairInterval -1ns is negative"},
 		{Config{RepairInterval: 2 * time.Second}, "reliable: Config.RepairInterval 2s is over the limit 1s"},
 		{Config{RepairShare: math.NaN()}, "reliable: Config.RepairShare NaN is not a finite number"},
+		{Config{RepairShare: math.Inf(1)}, "reliable: Config.RepairShare +Inf is not a finite number"},
+		{Config{RepairShare: math.Inf(-1)}, "reliable: Config.RepairShare -Inf is not a finite number"}, // negative, yet no share
 		{Config{RepairShare: 101}, "reliable: Config.RepairShare 101 is over the limit 100"},
 		{Config{RepairShare: 100.5}, "reliable: Config.RepairShare 100.5 is over the limit 100"},
 		{Config{RepairShare: 100}, ""}, // the limit itself is accepted

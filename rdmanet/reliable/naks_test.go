@@ -154,6 +154,46 @@ func TestNAKsAtMostEightARound(t *testing.T) {
 	require.Equal(t, uint64(8), naks, "NAKs of a round with ten gaps; stats %+v", r.Stats())
 }
 
+// A NAK asks for nothing past the receive window, which could not keep
+// its repair: with RecvWindow 16 and message 0 unread, a gap from seq 1
+// to 16 (seq 17 an overrun) is asked as seqs 1 to 8 and 9 to 15, the
+// last run cut at the window's end, not carried one past it. (Seed 138:
+// sendNAKs' run `seq < end` -> `<=` asked 9 to 16.)
+func TestNAKsStopAtTheWindowEnd(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{RecvWindow: 16, MaxMessage: 1024, SenderTimeout: time.Hour})
+	raw := rawConn(t, group)
+	from := *raw.LocalAddr().(*rdmanet.Addr) // where the NAKs go
+	const session = 91
+	inject(r, dataDG(session, 0, 0, 0, 1, []byte("m0")), from)
+	inject(r, dataDG(session, 17, 17, 0, 1, []byte("m17")), from) // past the window: 1 to 16 missing
+	_, naks := nakRoundAtDue(t, r, from, session)
+	require.Equal(t, uint64(2), naks, "NAKs for seqs 1 to 15 (8 and 7); stats %+v", r.Stats())
+
+	// The round's NAKs (and any the timer loop sent before it: a round
+	// asks the same way), read until the one from seq 9.
+	buf := make([]byte, 1<<16)
+	require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
+	for {
+		n, _, err := raw.ReadFrom(buf)
+		require.NoError(t, err, "waiting for the NAK from seq 9")
+		var h header
+		p, err := decode(buf[:n], &h)
+		if err != nil || h.kind != kindNAK {
+			continue // the receiver's status reports
+		}
+		target, count, _ := parseNAK(p)
+		require.Equal(t, uint32(session), target, "the NAK's sender")
+		require.Contains(t, []uint64{1, 9}, h.seq, "got a NAK from seq %d", h.seq)
+		if h.seq == 1 {
+			require.Equal(t, uint32(8), count, "the NAK from seq 1")
+			continue
+		}
+		require.Equal(t, uint32(7), count, "the NAK from seq 9: seqs 9 to 15, the window ending at 16")
+		return
+	}
+}
+
 // nakRoundAtDue moves the due of the NAK round r runs for sender
 // (from, session) 10 minutes ahead, where the timer loop leaves it alone
 // (it may have sent a first NAK already: the round is then a retry,

@@ -277,3 +277,45 @@ func TestFinishedSenderHeardAgainResumesAtItsEnd(t *testing.T) {
 	require.Equal(t, nakIdle, nak, "a NAK pending for what was read")
 	require.Zero(t, ready, "senders with something to read")
 }
+
+// A message read straight into the reader's buffer (deliverDirect) sets
+// slack to 0, as a read from the window does: the sender's next message
+// number may then be no further ahead than its seq, and a datagram one
+// further is implausible. Messages are sent one at a time to a waiting
+// reader until one goes direct; then seq next with message nextMsg+1
+// is refused. (Seed 138: deliverDirect's `p.slack = 0` -> `1` took it.)
+func TestDirectReadLeavesNoSlack(t *testing.T) {
+	group := newGroup()
+	r := listenT(t, group, Config{SenderTimeout: time.Hour})
+	raw := rawConn(t, group)
+	from := *raw.LocalAddr().(*rdmanet.Addr)
+	const session = 93
+	buf := make([]byte, 1024)
+	deadline := time.Now().Add(20 * time.Second)
+	var seq uint64
+	for ; ; seq++ {
+		require.False(t, time.Now().After(deadline), "no message read direct in 20 s (%d sent); stats %+v", seq, r.Stats())
+		done := make(chan error, 1)
+		go func() {
+			r.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _, err := r.ReadFrom(buf)
+			done <- err
+		}()
+		require.Eventually(t, func() bool {
+			r.rx.mu.Lock()
+			defer r.rx.mu.Unlock()
+			return r.rx.want || r.rx.owner == rxReader
+		}, 10*time.Second, time.Millisecond, "the reader asking for the underlying conn: not in 10 s")
+		before := r.stats.direct.Load()
+		_, err := raw.WriteTo(dataDG(session, seq, seq, 0, 1, []byte("m")), group)
+		require.NoError(t, err)
+		require.NoError(t, <-done, "reading message %d", seq)
+		if r.stats.direct.Load() > before {
+			break // message seq went direct
+		}
+	}
+	before := r.Stats().Implausible
+	inject(r, dataDG(session, seq+1, seq+2, 0, 1, []byte("too far")), from)
+	require.Equal(t, before+1, r.Stats().Implausible, "message %d at seq %d, after message %d read direct; stats %+v",
+		seq+2, seq+1, seq, r.Stats())
+}
