@@ -209,6 +209,32 @@ func handOverToReader(t testing.TB, r *Conn, raw *rdmanet.Conn, group *net.UDPAd
 	waitCond(t, "the reader reads the underlying conn", locked(func() bool { return x.owner == rxReader && x.blocked }))
 }
 
+// waitReaderAsks waits until a reader in r's ReadFrom asks for the
+// underlying conn, or already reads it (rxReader).
+func waitReaderAsks(t testing.TB, r *Conn) {
+	t.Helper()
+	waitCond(t, "the reader asking for the underlying conn", rxLocked(r)(func() bool { return r.rx.want || r.rx.owner == rxReader }))
+}
+
+// readNAK reads datagrams from raw into buf until a NAK (the receivers'
+// status reports are skipped) and returns its first seq, the session it
+// asks and how many datagrams; what names the wait in a failure.
+func readNAK(t testing.TB, raw *rdmanet.Conn, buf []byte, what string) (seq uint64, target, count uint32) {
+	t.Helper()
+	require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
+	for {
+		n, _, err := raw.ReadFrom(buf)
+		require.NoError(t, err, what)
+		var h header
+		p, err := decode(buf[:n], &h)
+		if err != nil || h.kind != kindNAK {
+			continue
+		}
+		target, count, _ = parseNAK(p)
+		return h.seq, target, count
+	}
+}
+
 // rxLocked returns a wrapper of conditions on r.rx: each runs under
 // r.rx.mu (for waitCond).
 func rxLocked(r *Conn) func(f func() bool) func() bool {

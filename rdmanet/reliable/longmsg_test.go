@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -113,20 +114,12 @@ func TestNAKsAroundTooLongMessage(t *testing.T) {
 	buf := make([]byte, 1<<16)
 	waitNAK := func(want uint64) {
 		t.Helper()
-		require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
 		for {
-			n, _, err := raw.ReadFrom(buf)
-			require.NoError(t, err, "waiting for a NAK of seq %d", want)
-			var h header
-			p, err := decode(buf[:n], &h)
-			if err != nil || h.kind != kindNAK {
-				continue // the receiver's status reports
-			}
-			target, count, _ := parseNAK(p)
+			seq, target, count := readNAK(t, raw, buf, fmt.Sprintf("waiting for a NAK of seq %d", want))
 			require.Equal(t, uint32(session), target, "the NAK's sender")
-			require.Contains(t, []uint64{1, 2 + nfrag}, h.seq, "got a NAK from seq %d, want 1 or %d", h.seq, 2+nfrag)
-			require.Equal(t, uint32(1), count, "got a NAK from seq %d for %d datagrams, want 1 (not the too-long message's)", h.seq, count)
-			if h.seq == want {
+			require.Contains(t, []uint64{1, 2 + nfrag}, seq, "got a NAK from seq %d, want 1 or %d", seq, 2+nfrag)
+			require.Equal(t, uint32(1), count, "got a NAK from seq %d for %d datagrams, want 1 (not the too-long message's)", seq, count)
+			if seq == want {
 				return
 			}
 		}

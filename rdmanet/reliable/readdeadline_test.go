@@ -61,11 +61,7 @@ func TestReadWithoutDeadlineArmsNoTimer(t *testing.T) {
 		_, _, err := r.ReadFrom(make([]byte, 64))
 		done <- err
 	}()
-	require.Eventually(t, func() bool {
-		r.rx.mu.Lock()
-		defer r.rx.mu.Unlock()
-		return r.rx.want || r.rx.owner == rxReader
-	}, 10*time.Second, time.Millisecond, "the reader asking for the underlying conn: not in 10 s")
+	waitReaderAsks(t, r)
 	writeN(t, tx, group, 0, 1, 64)
 	select {
 	case err := <-done:

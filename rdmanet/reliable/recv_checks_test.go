@@ -301,11 +301,7 @@ func TestDirectReadLeavesNoSlack(t *testing.T) {
 			_, _, err := r.ReadFrom(buf)
 			done <- err
 		}()
-		require.Eventually(t, func() bool {
-			r.rx.mu.Lock()
-			defer r.rx.mu.Unlock()
-			return r.rx.want || r.rx.owner == rxReader
-		}, 10*time.Second, time.Millisecond, "the reader asking for the underlying conn: not in 10 s")
+		waitReaderAsks(t, r)
 		before := r.stats.direct.Load()
 		_, err := raw.WriteTo(dataDG(session, seq, seq, 0, 1, []byte("m")), group)
 		require.NoError(t, err)
