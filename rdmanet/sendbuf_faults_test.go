@@ -90,17 +90,8 @@ func TestSendBufferOverrunRefused(t *testing.T) {
 func TestSendBufferFreeAfterDeviceRemoval(t *testing.T) {
 	softOnly(t)
 	t.Parallel()
-	g := newGroup()
-	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &rdmanet.Faults{}) })
-	sb, err := c.NewSendBuffer(4096)
-	require.NoError(t, err)
-	_, err = c.WriteTo(sb.Bytes()[:64], g)
-	require.NoError(t, err)
-	require.NoError(t, rdmanet.InjectFaultEvent(c, verbs.Event{Type: verbs.EventDeviceRemoval}))
-	require.Eventually(t, func() bool {
-		_, err := c.GroupAddr(g) // reaps nothing
-		return err != nil
-	}, 5*time.Second, time.Millisecond, "waiting for the removal to fail calls")
+	c, g, sb := sentFromSendBuffer(t)
+	removeDevice(t, c, g)
 	require.ErrorIs(t, sb.Free(), rdmanet.ErrDeviceRemoved)
 	require.NotNil(t, sb.Bytes(), "not freed")
 	require.NoError(t, c.Close())
@@ -115,20 +106,11 @@ func TestSendBufferFreeAfterDeviceRemoval(t *testing.T) {
 func TestSendBufferFreeAfterDeviceRemovalSendsDone(t *testing.T) {
 	softOnly(t)
 	t.Parallel()
-	g := newGroup()
-	c := listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &rdmanet.Faults{}) })
-	sb, err := c.NewSendBuffer(4096)
-	require.NoError(t, err)
-	_, err = c.WriteTo(sb.Bytes()[:64], g)
-	require.NoError(t, err)
+	c, g, sb := sentFromSendBuffer(t)
 	posted := c.SendsPosted()
 	require.NoError(t, c.SetWriteDeadline(time.Now().Add(10*time.Second)))
 	require.NoError(t, c.WaitSends(posted), "waiting for the SendBuffer's send to complete")
-	require.NoError(t, rdmanet.InjectFaultEvent(c, verbs.Event{Type: verbs.EventDeviceRemoval}))
-	require.Eventually(t, func() bool {
-		_, err := c.GroupAddr(g) // reaps nothing
-		return err != nil
-	}, 5*time.Second, time.Millisecond, "waiting for the removal to fail calls")
+	removeDevice(t, c, g)
 	require.Equal(t, posted, c.SendsDone())
 	require.NoError(t, c.WaitSends(posted), "every send waited for completed before the removal")
 	require.NoError(t, sb.Free(), "its sends completed: nothing to wait for")
@@ -148,4 +130,29 @@ func TestAddrIPAndZeroDatagram(t *testing.T) {
 	d.Payload = []byte("x")
 	d.Release()
 	require.Nil(t, d.Payload)
+}
+
+// sentFromSendBuffer is a conn on the fault-injecting software backend
+// that has written one datagram from a SendBuffer of its own to its
+// group g.
+func sentFromSendBuffer(t *testing.T) (c *rdmanet.Conn, g *net.UDPAddr, sb *rdmanet.SendBuffer) {
+	t.Helper()
+	g = newGroup()
+	c = listen(t, g, func(lc *rdmanet.ListenConfig) { lc.Backend = faults(t, &rdmanet.Faults{}) })
+	sb, err := c.NewSendBuffer(4096)
+	require.NoError(t, err)
+	_, err = c.WriteTo(sb.Bytes()[:64], g)
+	require.NoError(t, err)
+	return c, g, sb
+}
+
+// removeDevice reports c's device removed and waits until c's calls
+// fail (GroupAddr of g reaps no completion).
+func removeDevice(t *testing.T, c *rdmanet.Conn, g *net.UDPAddr) {
+	t.Helper()
+	require.NoError(t, rdmanet.InjectFaultEvent(c, verbs.Event{Type: verbs.EventDeviceRemoval}))
+	require.Eventually(t, func() bool {
+		_, err := c.GroupAddr(g)
+		return err != nil
+	}, 5*time.Second, time.Millisecond, "waiting for the removal to fail calls")
 }

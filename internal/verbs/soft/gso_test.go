@@ -278,15 +278,7 @@ func TestRunsMixedBatch(t *testing.T) {
 // datagrams, not one gathered copy of both: each arrives whole. (A lone
 // last datagram goes out by itself from a gathered copy.)
 func TestRunOfTwoLast(t *testing.T) {
-	r := newEndpoint(t, verbs.QPConfig{})
-	o := newEndpoint(t, verbs.QPConfig{})
-	s := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
-	r.postRecvs(0, 8)
-	o.postRecvs(0, 8)
-	ahR, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
-	ahO, err := s.qp.CreateAH(verbs.AHAttr{DGID: o.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
+	s, r, o, ahR, ahO := senderToTwo(t)
 	wr := func(i int, to *endpoint, ah verbs.AH) verbs.SendWR {
 		p := s.sendBuf(i)[:100]
 		for k := range p {
@@ -412,15 +404,7 @@ func TestLoneRunsWithoutUDPSegment(t *testing.T) {
 // last run: a lone WR makes no sendmmsg, two lone WRs (two runs: two
 // destinations) one of both. (TestRunOfTwoLast: a last run of two.)
 func TestLoneLastDatagramBySendto(t *testing.T) {
-	r := newEndpoint(t, verbs.QPConfig{})
-	o := newEndpoint(t, verbs.QPConfig{})
-	s := newEndpoint(t, verbs.QPConfig{SendDepth: 16})
-	r.postRecvs(0, 8)
-	o.postRecvs(0, 8)
-	ahR, err := s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
-	ahO, err := s.qp.CreateAH(verbs.AHAttr{DGID: o.id.Local().GID, IsGlobal: true, HopLimit: 64})
-	require.NoError(t, err)
+	s, r, o, ahR, ahO := senderToTwo(t)
 	wr := func(i int, to *endpoint, ah verbs.AH) verbs.SendWR {
 		p := s.sendBuf(i)[:100]
 		for k := range p {
@@ -453,4 +437,21 @@ func TestLoneLastDatagramBySendto(t *testing.T) {
 			require.Equal(t, want.ids[j], want.e.buf(wc)[verbs.GRHSize], "datagram %d", j)
 		}
 	}
+}
+
+// senderToTwo is a sender s (16 sends deep) and two receivers, r and o,
+// each with 8 receives posted, and s's AHs to them.
+func senderToTwo(t *testing.T) (s, r, o *endpoint, ahR, ahO verbs.AH) {
+	t.Helper()
+	r = newEndpoint(t, verbs.QPConfig{})
+	o = newEndpoint(t, verbs.QPConfig{})
+	s = newEndpoint(t, verbs.QPConfig{SendDepth: 16})
+	r.postRecvs(0, 8)
+	o.postRecvs(0, 8)
+	var err error
+	ahR, err = s.qp.CreateAH(verbs.AHAttr{DGID: r.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	ahO, err = s.qp.CreateAH(verbs.AHAttr{DGID: o.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	return s, r, o, ahR, ahO
 }
