@@ -388,11 +388,8 @@ func (p *peer) countSkipped(msg uint64) {
 // reached, and reports it lost.
 func (p *peer) skipLong() {
 	if p.next == p.longStart {
-		n := uint64(1)
-		if !p.joining && p.longMsg > p.nextMsg {
-			n += p.longMsg - p.nextMsg
-		}
-		p.lost = satAdd(p.lost, n)
+		p.countSkipped(p.longMsg)
+		p.lost = satAdd(p.lost, 1) // the message itself
 		p.joining = false
 		p.next, p.nextMsg = p.longEnd, p.longMsg+1
 		p.slack = p.longEnd - p.longStart - 1
