@@ -317,8 +317,8 @@ func (e *inlineLimitError) Unwrap() error { return e.err }
 
 // checkRings bounds the rings' mapped memory once the MTU is known:
 // RecvDepth slots of MTU+40 and SendDepth of MTU (each rounded up to 64,
-// as initRecv and initSend make them), each at most 1 GiB (the device's max_qp_wr bounds them first on every device
-// known).
+// as initRecv and initSend make them), each at most 1 GiB (the device's
+// max_qp_wr bounds them first on every device known).
 func (c *Conn) checkRings() error {
 	mtu := uint64(c.MTU())
 	for _, r := range []struct {
