@@ -167,7 +167,7 @@ func TestCoalescedReadSplit(t *testing.T) {
 					assert.Equal(t, uint16(i), binary.BigEndian.Uint16(a.buf(wc)[24:]), "GRH IP ID of datagram %d", i)
 				}
 			}
-			assert.Equal(t, tt.drops, a.qp.Drops(), "each bad datagram dropped and counted on its own")
+			assert.Equal(t, tt.drops, a.drops(), "each bad datagram dropped and counted on its own")
 			reads, dgrams := soft.GROReads(a.qp)
 			if len(tt.segs) > 1 {
 				assert.Equal(t, [2]uint64{1, uint64(len(tt.segs))}, [2]uint64{reads, dgrams}, "coalesced reads, datagrams")
@@ -237,7 +237,7 @@ func TestWriteBatchArrivesCoalesced(t *testing.T) {
 		check(e, 1, batch)
 		reads, dgrams := soft.GROReads(e.qp)
 		assert.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "QP %d: one coalesced read of the batch", i)
-		assert.Zero(t, dropTotal(e.qp.Drops()), "QP %d drops", i)
+		assert.Zero(t, dropTotal(e.drops()), "QP %d drops", i)
 	}
 	assert.Empty(t, s.recv(1, 100*time.Millisecond), "the sender got its own multicast back")
 	if soft.SelfFiltered(s.qp) {
@@ -601,7 +601,7 @@ func testCoalescedReadInPlace(t *testing.T, addrOnly bool, width int) {
 	assert.Equal(t, [2]uint64{2, 2 * batch}, [2]uint64{reads, dgrams}, "one coalesced read of the spilled run")
 	send(1, 300, 3)
 	check(1, 300, 3, 3*batch)
-	assert.Zero(t, dropTotal(a.qp.Drops()), "drops")
+	assert.Zero(t, dropTotal(a.drops()), "drops")
 	if addrOnly {
 		assert.NotZero(t, soft.BareReads(a.qp), "bare reads")
 	}
@@ -715,7 +715,7 @@ func TestCoalescedReadTruncated(t *testing.T) {
 	n, err := a.qp.RecvCQ().Poll(wcs)
 	require.NoError(t, err)
 	require.Equal(t, 0, n, "got %d completions of a truncated read, want 0", n)
-	require.Equal(t, soft.Drops{TooLong: 1}, a.qp.Drops(), "got drops %+v, want one TooLong", a.qp.Drops())
+	require.Equal(t, soft.Drops{TooLong: 1}, a.drops(), "got drops %+v, want one TooLong", a.drops())
 	require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
 	n, err = a.qp.RecvCQ().Poll(wcs)
 	require.NoError(t, err)

@@ -173,3 +173,14 @@ func requireGuard(t *testing.T, region []byte, size int) {
 func (e *endpoint) buf(wc verbs.WC) []byte {
 	return e.arena.Slice(uint32(int(wc.WRID)*bufSize), wc.ByteLen)
 }
+
+// drops is the QP's drops less NotForUs, for the tests that count the
+// drops they cause and cause none of that reason. A QP's multicast
+// socket is bound to *:4791, so it also gets the datagrams other tests
+// (other packages' too, run beside these) send to QPs that have closed
+// since, each counted NotForUs.
+func (e *endpoint) drops() soft.Drops {
+	d := e.qp.Drops()
+	d.NotForUs = 0
+	return d
+}

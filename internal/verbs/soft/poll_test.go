@@ -240,5 +240,5 @@ func TestPollReadsOnAfterPendingAllDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "one Poll: the queued datagram, after the pending ones were dropped")
 	require.Equal(t, []byte("queued"), a.buf(wcs[0])[verbs.GRHSize:])
-	require.Equal(t, soft.Drops{BadICRC: 2}, a.qp.Drops())
+	require.Equal(t, soft.Drops{BadICRC: 2}, a.drops())
 }

@@ -171,7 +171,7 @@ func TestSelfDroppedBeforeICRC(t *testing.T) {
 	wcs := a.recv(1, 2*time.Second)
 	require.Len(t, wcs, 1)
 	assert.Equal(t, []byte("another QP's"), a.buf(wcs[0])[verbs.GRHSize:])
-	assert.Equal(t, soft.Drops{Self: 1}, a.qp.Drops())
+	assert.Equal(t, soft.Drops{Self: 1}, a.drops())
 }
 
 // TestBareReadsFollowMembership: a GRHAddressesOnly QP reads its
@@ -562,5 +562,5 @@ func TestWakeReadsPastADroppedDatagram(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a wake that dropped the multicast socket's datagram (drops %+v)", b.qp.Drops())
 	require.Equal(t, "unicast", string(b.buf(w[0])[verbs.GRHSize:]))
-	require.Equal(t, soft.Drops{BadQKey: 1}, b.qp.Drops())
+	require.Equal(t, soft.Drops{BadQKey: 1}, b.drops())
 }

@@ -87,14 +87,14 @@ func TestSelfFilterDropsOwnMulticast(t *testing.T) {
 	a.send(ah, m.RemoteQPN, []byte("lone"), 0, 0) // sendto, not sendmmsg
 	assert.Equal(t, n+1, b.recvAll(n+1, 5*time.Second), "the peer gets every datagram")
 	assert.Empty(t, a.recv(1, 50*time.Millisecond))
-	assert.Equal(t, soft.Drops{}, a.qp.Drops(), "own datagrams reached the socket, or show as drops")
+	assert.Equal(t, soft.Drops{}, a.drops(), "own datagrams reached the socket, or show as drops")
 
 	// The peer's multicast and unicast still pass the filter.
 	b.sendBatch(bah, m.RemoteQPN, n)
 	assert.Equal(t, n, a.recvAll(n, 5*time.Second), "the QP gets every datagram of the peer")
 	b.unicastTo(a, []byte("unicast"))
-	assert.Equal(t, soft.Drops{}, a.qp.Drops())
-	assert.Equal(t, soft.Drops{}, b.qp.Drops())
+	assert.Equal(t, soft.Drops{}, a.drops())
+	assert.Equal(t, soft.Drops{}, b.drops())
 }
 
 // TestSelfFilterWithout: where the filter cannot be attached the QP goes
@@ -108,7 +108,7 @@ func TestSelfFilterWithout(t *testing.T) {
 	m, ah := a.join("239.201.15.2", false)
 	a.sendBatch(ah, m.RemoteQPN, 10)
 	assert.Empty(t, a.recv(1, 100*time.Millisecond))
-	assert.Equal(t, soft.Drops{Self: 10}, a.qp.Drops())
+	assert.Equal(t, soft.Drops{Self: 10}, a.drops())
 }
 
 // TestSelfFilterPassesOthersAtOwnAddress: the filter drops only what has
@@ -159,7 +159,7 @@ func TestSelfFilterPassesOthersAtOwnAddress(t *testing.T) {
 	assert.Equal(t, a.qp.QPN()^1, wcs[0].SrcQP)
 	// The first, which the QP did not send, is the kernel's drop: the
 	// filter's drops count in sk_drops, less only the QP's own sends.
-	assert.Equal(t, soft.Drops{Self: 1, Truncated: 2, Overflow: 1}, a.qp.Drops())
+	assert.Equal(t, soft.Drops{Self: 1, Truncated: 2, Overflow: 1}, a.drops())
 }
 
 // datagramFrom builds a UD SEND_ONLY datagram to group with the ICRC of an

@@ -100,11 +100,11 @@ func TestSendQKey(t *testing.T) {
 	send(b, e.qp.QKey(), "the sender's Q_Key")
 	send(b, otherQKey, "b's Q_Key")
 	expect(b, "b's Q_Key") // in order: the first was dropped
-	require.Equal(t, soft.Drops{BadQKey: 1}, b.qp.Drops())
+	require.Equal(t, soft.Drops{BadQKey: 1}, b.drops())
 
 	send(c, 0x80000000|otherQKey, "high bit: the sender's own Q_Key")
 	expect(c, "high bit: the sender's own Q_Key")
-	require.Equal(t, soft.Drops{}, c.qp.Drops())
+	require.Equal(t, soft.Drops{}, c.drops())
 }
 
 // PostSend keeps no inline buffer of the caller's once it returns: a

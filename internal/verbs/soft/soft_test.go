@@ -140,7 +140,7 @@ func TestSelfLoopback(t *testing.T) {
 		if block {
 			assert.Empty(t, a.recv(1, 50*time.Millisecond))
 			// The self filter dropped it in the kernel (selffilter.go).
-			assert.Equal(t, soft.Drops{}, a.qp.Drops())
+			assert.Equal(t, soft.Drops{}, a.drops())
 		} else {
 			wcs := a.recv(1, 2*time.Second)
 			require.Len(t, wcs, 1)
