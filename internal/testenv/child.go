@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ChildTestArgs are the arguments that make this test binary, run again
-// in a child process, run t alone (a subtest too), verbosely, once. In a
+// in a child process, run t alone (a subtest too), verbosely, once, with
+// a timeout short of the parent's (t.Deadline), if it has one. In a
 // coverage run the child writes its counters where the parent's are
 // merged (-test.gocoverdir), so what only the child executes counts as
 // covered (the mutation tool's baseline would take it for code no test
@@ -17,6 +19,14 @@ import (
 func ChildTestArgs(t *testing.T) []string {
 	run := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
 	args := []string{"-test.run=" + run, "-test.v", "-test.count=1"}
+	if d, ok := t.Deadline(); ok {
+		if left := time.Until(d); left > 0 {
+			// The child times out first: one that hangs fails t with
+			// its goroutines' stacks, rather than the parent's timing
+			// out waiting for it and saying only that.
+			args = append(args, "-test.timeout="+(left*9/10).String())
+		}
+	}
 	if f := flag.Lookup("test.gocoverdir"); f != nil && f.Value.String() != "" {
 		args = append(args, "-test.gocoverdir="+f.Value.String())
 	}

@@ -23,9 +23,7 @@ func (c *recvCQ) complete(sock, got int, wcs []verbs.WC) int {
 	if c.gro.area != nil {
 		first = c.firstCopied(got)
 	}
-	if first < got {
-		c.moveOut(first, got)
-	}
+	c.moveOut(first, got) // none when nothing is copied (first == got)
 	n := c.completeInPlace(sock, first, wcs)
 	if first < got {
 		c.startCopied(sock, first, got)

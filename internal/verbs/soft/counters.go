@@ -201,7 +201,7 @@ func readUDPMIBIn(nsfd int) (udpMIB, bool) {
 		m  udpMIB
 		ok bool
 	}
-	ch := make(chan result, 1)
+	ch := make(chan result) // received below, always
 	go func() {
 		runtime.LockOSThread()
 		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)

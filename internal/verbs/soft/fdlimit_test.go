@@ -92,16 +92,18 @@ func TestOutOfFdsBindReservesNoQPN(t *testing.T) {
 	require.NotZero(t, cookie, "SO_NETNS_COOKIE")
 	// Take every QPN left in the namespace's blocks.
 	var taken []uint32
-	qpnPool.mu.Lock()
-	for _, b := range qpnPool.blocks {
-		if b.netns != cookie {
-			continue
+	func() {
+		qpnPool.mu.Lock()
+		defer qpnPool.mu.Unlock() // also if take panics: the QP's cleanup takes the lock
+		for _, b := range qpnPool.blocks {
+			if b.netns != cookie {
+				continue
+			}
+			for q, ok := b.take(); ok; q, ok = b.take() {
+				taken = append(taken, q)
+			}
 		}
-		for q, ok := b.take(); ok; q, ok = b.take() {
-			taken = append(taken, q)
-		}
-	}
-	qpnPool.mu.Unlock()
+	}()
 	require.NotEmpty(t, taken, "no block of the namespace had room")
 	t.Cleanup(func() {
 		for _, q := range taken {

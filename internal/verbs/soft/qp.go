@@ -3,6 +3,7 @@
 package soft
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -169,9 +170,7 @@ func (q *QP) closeFds() error {
 	}
 	for _, fd := range []*int{&q.uniFd, &q.mcFd, &q.rcq.wideFd, &q.rcq.uniEpFd} {
 		if *fd >= 0 {
-			if err := unix.Close(*fd); err != nil && first == nil {
-				first = err
-			}
+			first = cmp.Or(first, unix.Close(*fd)) // the first error
 			*fd = noFd
 		}
 	}

@@ -210,3 +210,46 @@ func TestRecvScratchGrowsWithStream(t *testing.T) {
 		size = next
 	}
 }
+
+// A scattered read (a buffer too short for the largest datagram: header
+// scratch, buffer, tail scratch) gives the kernel those three iovecs
+// only. Slot 0's fourth iovec still points where an earlier read in place
+// left it, at a buffer already completed and the caller's again: a
+// datagram too long for the scattered buffer is cut and dropped, and
+// that buffer stays untouched.
+func TestScatteredReadAfterInPlaceKeepsOut(t *testing.T) {
+	b := newEndpoint(t, verbs.QPConfig{})
+	r := newRawSender(t)
+	mtu := b.id.Local().MTU
+	uni := b.qp.UnicastIP()
+	h := roce.Header{Opcode: roce.OpUDSendOnly, PKey: 0xFFFF, DestQPN: b.qp.QPN(), QKey: b.qp.QKey(), SrcQPN: 0x4242}
+	post := func(wrid uint64, size int) {
+		t.Helper()
+		sge := verbs.SGE{Offset: uint32(int(wrid) * bufSize), Length: uint32(size), LKey: b.mr.LKey()}
+		n, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: wrid, SGE: sge}})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	}
+	// Read in place into buffer 0: slot 0's in-place iovec points there.
+	post(0, verbs.GRHSize+mtu+4+3+4)
+	r.send(t, r.datagram(h, []byte("in place"), uni), uni)
+	wcs := b.recv(1, 5*time.Second)
+	require.Len(t, wcs, 1, "the datagram read in place")
+	require.Equal(t, uint64(0), wcs[0].WRID)
+	done := b.arena.Slice(0, uint32(bufSize))
+	for i := range done {
+		done[i] = 0xA5
+	}
+	// Buffer 2 is read scattered: a datagram 40 bytes over the MTU runs
+	// 28 bytes past its tail scratch.
+	post(2, verbs.GRHSize+mtu)
+	before := b.qp.Drops().TooLong
+	r.send(t, r.datagram(h, make([]byte, mtu+40), uni), uni)
+	r.send(t, r.datagram(h, []byte("fits"), uni), uni)
+	wcs = b.recv(1, 5*time.Second)
+	require.Len(t, wcs, 1, "the datagram after the one too long")
+	require.Equal(t, uint64(2), wcs[0].WRID)
+	require.Equal(t, "fits", string(b.buf(wcs[0])[verbs.GRHSize:]))
+	require.Equal(t, before+1, b.qp.Drops().TooLong, "TooLong drops")
+	requireGuard(t, done, 0)
+}

@@ -36,7 +36,7 @@ type sendQueue struct {
 	closed bool
 	psn    uint32 // the next WR's PSN, 24 bits (psnMask)
 	hdr    [][roce.MaxHdrSize]byte
-	tail   [][8]byte // pad and ICRC
+	tail   []sendTail
 	iov    [][3]unix.Iovec
 	names  []unix.RawSockaddrInet4
 	msgs   []mmsghdr // one datagram per slot
@@ -57,6 +57,10 @@ type sendQueue struct {
 	maxScratch int
 }
 
+// sendTail is what follows a datagram's payload: its pad (at most 3
+// bytes) and its ICRC.
+type sendTail [8]byte
+
 // psnMask keeps a PSN to the BTH's 24 bits.
 const psnMask = 0xFFFFFF
 
@@ -66,7 +70,7 @@ const psnMask = 0xFFFFFF
 func (s *sendQueue) init(q *QP, depth int) error {
 	s.psn = rand.Uint32() & psnMask // a random first PSN
 	s.maxScratch = min(depth, sendScratch)
-	s.flat = make([]byte, roce.MaxHdrSize+q.mtu+8)
+	s.flat = make([]byte, roce.MaxHdrSize+q.mtu+len(sendTail{}))
 	s.grow(min(s.maxScratch, firstScratch))
 	// A kernel without UDP GSO (before 4.18) refuses the option.
 	s.gso = unix.SetsockoptInt(q.uniFd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
@@ -76,7 +80,7 @@ func (s *sendQueue) init(q *QP, depth int) error {
 // grow makes the send scratch n slots; no post is in progress.
 func (s *sendQueue) grow(n int) {
 	s.hdr = make([][roce.MaxHdrSize]byte, n)
-	s.tail = make([][8]byte, n)
+	s.tail = make([]sendTail, n)
 	s.iov = make([][3]unix.Iovec, n)
 	s.names = make([]unix.RawSockaddrInet4, n)
 	s.msgs = make([]mmsghdr, n)
