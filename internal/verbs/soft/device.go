@@ -35,6 +35,12 @@ func maxMemberships() int {
 	if err != nil {
 		return defaultMcgs
 	}
+	return parseMemberships(b)
+}
+
+// parseMemberships reads igmp_max_memberships: defaultMcgs where it holds
+// no number.
+func parseMemberships(b []byte) int {
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
 		return defaultMcgs
