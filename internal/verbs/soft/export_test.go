@@ -323,3 +323,16 @@ func NoGROArea() (restore func(), err error) {
 		groPool.mu.Unlock()
 	}, nil
 }
+
+// CountRecvfrom counts recv's reads of fd by recvfrom (recvBare) until
+// restore is called.
+func CountRecvfrom(fd int) (reads func() int, restore func()) {
+	var n atomic.Int32
+	recvBare = func(f int, m *mmsghdr, flags int) (int, error) {
+		if f == fd {
+			n.Add(1)
+		}
+		return recvfromOne(f, m, flags)
+	}
+	return func() int { return int(n.Load()) }, func() { recvBare = recvfromOne }
+}
