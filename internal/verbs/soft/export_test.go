@@ -336,3 +336,22 @@ func CountRecvfrom(fd int) (reads func() int, restore func()) {
 	}
 	return func() int { return int(n.Load()) }, func() { recvBare = recvfromOne }
 }
+
+// PreparedInFlat prepares wrs on q as PostSend does, sending nothing,
+// and reports for each WR prepared whether its payload iovec points into
+// q's flat buffer (where seal copies a lone datagram's payload for
+// sendFlat).
+func PreparedInFlat(q *QP, wrs []verbs.SendWR) ([]bool, error) {
+	s := &q.sq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := q.prepare(wrs)
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s.flat)))
+	in := make([]bool, k)
+	for i := range k {
+		b := uintptr(unsafe.Pointer(s.iov[i][1].Base))
+		in[i] = b >= lo && b < lo+uintptr(len(s.flat))
+		s.iov[i][1] = unix.Iovec{} // as transmit leaves it
+	}
+	return in, err
+}
