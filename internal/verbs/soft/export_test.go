@@ -355,3 +355,12 @@ func PreparedInFlat(q *QP, wrs []verbs.SendWR) ([]bool, error) {
 	}
 	return in, err
 }
+
+// CountWatchChecks counts the checks of the unicast socket the receive
+// CQs' watches make (watchUnicast), until restore is called.
+func CountWatchChecks() (checks func() int, restore func()) {
+	var n atomic.Int32
+	h := func() { n.Add(1) }
+	watchChecked.Store(&h)
+	return func() int { return int(n.Load()) }, func() { watchChecked.Store(nil) }
+}
