@@ -152,7 +152,9 @@
 // # Counters and faults
 //
 // The device counters (QP.DeviceCounts) are the UDP MIB of the QP's
-// network namespace, since the QP was made (counters.go): the kernel's UDP
+// network namespace, since the QP was made (counters.go; QPs made within
+// 10 ms of each other in a namespace share the reading they start from,
+// so counts from up to 10 ms before may show): the kernel's UDP
 // layer is what drops this backend's datagrams, as a port drops a
 // device's. A UDP socket has no error state, so a QP enters one only when
 // InjectEvent raises EventQPError on its ID, as QP_FATAL does on a device:
