@@ -247,3 +247,51 @@ func TestOneSlotBareReadByRecvfrom(t *testing.T) {
 		})
 	}
 }
+
+// A datagram too long for a scattered receive is cut past the tail
+// scratch: the slot's read takes three iovecs (header scratch, buffer,
+// tail), not its in-place iovec, which still points at the buffer an
+// earlier read of the slot filled in place. That buffer, completed and
+// the consumer's, keeps its bytes.
+func TestScatteredReadLeavesInPlaceBufferAlone(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	big := b.recvSGE(0)
+	big.Length = 2 * bufSize // buffers 0 and 1: room for the largest datagram, in place
+	k, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: big}})
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	s.send(ah, b.qp.QPN(), []byte("in place"), 0, 0)
+	wcs := b.recv(1, 2*time.Second)
+	require.Len(t, wcs, 1)
+	require.Equal(t, []byte("in place"), b.buf(wcs[0])[verbs.GRHSize:])
+	held := b.arena.Slice(0, 2*bufSize)
+	before := append([]byte(nil), held...)
+
+	small := b.recvSGE(2)
+	small.Length = verbs.GRHSize + 64 // scattered
+	k, err = b.qp.PostRecv([]verbs.RecvWR{{WRID: 2, SGE: small}})
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	long := make([]byte, 1000)
+	for i := range long {
+		long[i] = 0xEE
+	}
+	s.send(ah, b.qp.QPN(), long, 0, 0)
+	var got []verbs.WC
+	deadline := time.Now().Add(2 * time.Second)
+	for len(got) == 0 && dropTotal(b.drops()) == 0 {
+		require.True(t, time.Now().Before(deadline), "the long datagram neither completed nor was dropped")
+		var w [4]verbs.WC
+		n, err := b.qp.RecvCQ().Poll(w[:])
+		require.NoError(t, err)
+		got = append(got, w[:n]...)
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	require.Equal(t, before, held, "the buffer read in place before changed")
+	require.Empty(t, got, "a datagram longer than its receive completed")
+}
