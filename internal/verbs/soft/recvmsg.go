@@ -111,7 +111,7 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	case k == 1 && bare && c.msgs[0].Hdr.Iovlen == 1:
 		return recvBare(fd, &c.msgs[0], unix.MSG_DONTWAIT) // no GRO: no area held
 	case k == 1:
-		got, err = recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
+		got, err = recvmsgOne(fd, &c.msgs[0], unix.MSG_DONTWAIT)
 	default:
 		got, err = recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
 	}
