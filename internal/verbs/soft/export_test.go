@@ -364,3 +364,16 @@ func CountWatchChecks() (checks func() int, restore func()) {
 	watchChecked.Store(&h)
 	return func() int { return int(n.Load()) }, func() { watchChecked.Store(nil) }
 }
+
+// CountRecvmsg counts recv's reads of fd by a one-slot recvmsg (recvOne)
+// until restore is called.
+func CountRecvmsg(fd int) (reads func() int, restore func()) {
+	var n atomic.Int32
+	recvOne = func(f int, m *mmsghdr, flags int) (int, error) {
+		if f == fd {
+			n.Add(1)
+		}
+		return recvmsgOne(f, m, flags)
+	}
+	return func() int { return int(n.Load()) }, func() { recvOne = recvmsgOne }
+}

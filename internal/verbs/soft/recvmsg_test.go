@@ -295,3 +295,25 @@ func TestScatteredReadLeavesInPlaceBufferAlone(t *testing.T) {
 	require.Equal(t, before, held, "the buffer read in place before changed")
 	require.Empty(t, got, "a datagram longer than its receive completed")
 }
+
+// A one-slot read that is not a bare one in place goes by recvmsg, which
+// costs a little less than a one-slot recvmmsg (recvmsgOne's comment): a
+// Poll of one completion on a QP that reads control messages, a
+// datagram waiting on its unicast socket.
+func TestOneSlotReadByRecvmsg(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	b.postRecvs(0, 4)
+	reads, restore := soft.CountRecvmsg(soft.UnicastFd(b.qp))
+	defer restore()
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	s.send(ah, b.qp.QPN(), []byte("one"), 0, 0)
+	waitUnread(t, b)
+	var wcs [1]verbs.WC
+	n, err := b.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "completions of a Poll with the datagram waiting")
+	require.Equal(t, []byte("one"), b.buf(wcs[0])[verbs.GRHSize:])
+	require.Equal(t, 1, reads(), "one-slot reads of the unicast socket by recvmsg")
+}
