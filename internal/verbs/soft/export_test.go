@@ -377,3 +377,12 @@ func CountRecvmsg(fd int) (reads func() int, restore func()) {
 	}
 	return func() int { return int(n.Load()) }, func() { recvOne = recvmsgOne }
 }
+
+// GROOn reports which of q's sockets' reads take GRO overflow rows
+// (multicast, unicast): on from GRO's going on until a read finds the
+// socket dry after it went off.
+func GROOn(q *QP) [2]bool {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.gro.on
+}

@@ -792,3 +792,18 @@ func TestCoalescedReadAfterDropsHasEveryControlMessage(t *testing.T) {
 		require.Equal(t, [4]byte(net.ParseIP(group).To4()), [4]byte(a.buf(wc)[36:40]), "datagram %d: GRH destination", i)
 	}
 }
+
+// Once UDP_GRO went off, a socket's reads take GRO overflow rows (and an
+// area) only until a read finds it dry: runs queued before may still be
+// coalesced, none after that. Here the receiver's unicast socket, after
+// its 256 quiet reads, read dry by a Poll as after a wake.
+func TestGROAreasEndWhenReadDryAfterOff(t *testing.T) {
+	g := newGROQuiet(t)
+	g.quietUntilOff(t)
+	require.Equal(t, [2]bool{false, true}, soft.GROOn(g.a.qp), "overflow rows for the unicast socket before it was read dry")
+	var wcs [4]verbs.WC
+	n, err := soft.PollRecvWoken(g.a.qp, wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n, "completions with nothing sent")
+	require.Equal(t, [2]bool{false, false}, soft.GROOn(g.a.qp), "overflow rows for the unicast socket once read dry with GRO off")
+}
