@@ -24,10 +24,10 @@
 // A QP has a QPN unique in the network namespace: a process reserves
 // QPNs in blocks of 256 (a random block, drawn again while another
 // process holds it, up to 256 draws before it gives up; then QPNs in
-// turn), each block
-// held by an abstract unix socket "rdmanet-sw-qpns-%04x" that the process
-// keeps while any of the block's QPNs is in use (and its last block
-// after that), so a QP pays no fd for its QPN (qpn.go). A QP has
+// turn), each block held by an abstract unix socket
+// "rdmanet-sw-qpns-%04x" that the process keeps while any of the block's
+// QPNs is in use (and its last block after that), so a QP pays no fd for
+// its QPN (qpn.go). A QP has
 // two UDP sockets: a unicast one bound to the QP's own address, port 4791
 // (every send leaves from it), and a multicast one with IP_MULTICAST_ALL
 // off, which sees only the QP's own groups and binds 0.0.0.0:4791 at the
@@ -85,8 +85,8 @@
 // RecvCQ().Poll does the work, straight into the posted buffers:
 // sleeping narrow it reads the multicast socket directly (recvmsg, or
 // recvfrom on a socket without GRO, for one datagram when traffic is
-// request/response, recvmmsg of up to 64 for a stream) and the unicast
-// socket only when the watch saw datagrams
+// request/response, recvmmsg of up to 64 datagrams for a stream) and
+// the unicast socket only when the watch saw datagrams
 // there or the mode just turned narrow; sleeping wide it first asks the
 // channel's epoll set, which holds both sockets then, which hold
 // datagrams. Right after a wake it reads where the
