@@ -121,7 +121,7 @@ func (now udpMIB) deltas(base udpMIB) map[string]uint64 {
 func (q *QP) noteCreated() {
 	cookie := netnsCookie(q.uniFd) // netview.go
 	ok := cookie != 0
-	now := time.Now()
+	now := mibClock()
 	mibShared.Lock()
 	defer mibShared.Unlock()
 	if ok && mibShared.ok && mibShared.cookie == cookie && now.Sub(mibShared.at) < mibShare {
@@ -137,6 +137,9 @@ func (q *QP) noteCreated() {
 // as its base: counts from up to this long before the QP was made may
 // show in its DeviceCounts.
 const mibShare = 10 * time.Millisecond
+
+// mibClock is time.Now; tests replace it.
+var mibClock = time.Now
 
 // mibShared is the last reading taken by noteCreated, and the namespace
 // it is of.

@@ -90,3 +90,37 @@ func TestMcOverflowNotBelowSelfLooped(t *testing.T) {
 	q.sockDrops[0].Store(9)
 	require.Equal(t, uint32(4), q.mcOverflow(), "sk_drops 9, self looped 5")
 }
+
+// A reading of a namespace's UDP MIB is shared for 10 ms (the package
+// doc's): a QP made 10 ms less a nanosecond after it takes it as its
+// base, one made 10 ms after reads its own.
+func TestMIBReadingSharedFor10ms(t *testing.T) {
+	q := internalQP(t, verbs.QPConfig{})
+	cookie := netnsCookie(q.uniFd)
+	if cookie == 0 {
+		t.Skip("no SO_NETNS_COOKIE: QPs read the MIB each")
+	}
+	marker := udpMIB{ok: true}
+	marker.v[0], marker.has[0] = 1<<62+7, true
+	t0 := time.Now()
+	orig := mibClock
+	t.Cleanup(func() {
+		mibClock = orig
+		mibShared.Lock()
+		mibShared.ok = false
+		mibShared.Unlock()
+	})
+	for _, c := range []struct {
+		age    time.Duration
+		shared bool
+	}{{10*time.Millisecond - 1, true}, {10 * time.Millisecond, false}} {
+		mibShared.Lock()
+		mibShared.m, mibShared.at, mibShared.cookie, mibShared.ok = marker, t0, cookie, true
+		mibShared.Unlock()
+		mibClock = func() time.Time { return t0.Add(c.age) }
+		q.noteCreated()
+		if shared := q.fault.mib0 == marker; shared != c.shared {
+			t.Errorf("a QP made %v after the reading: shared %v, want %v", c.age, shared, c.shared)
+		}
+	}
+}

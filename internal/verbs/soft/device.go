@@ -29,12 +29,17 @@ const (
 )
 
 // maxMemberships is the per-socket IP multicast membership limit, which is
-// the per-QP attach limit here.
+// the per-QP attach limit here. A file that cannot be read holds no
+// number: os.ReadFile returns nothing when the open fails, and the
+// sysctl's one read returns the whole value or nothing.
 func maxMemberships() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/igmp_max_memberships")
-	if err != nil {
-		return defaultMcgs
-	}
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/igmp_max_memberships")
+	return parseMemberships(b)
+}
+
+// parseMemberships reads igmp_max_memberships: defaultMcgs where it holds
+// no number.
+func parseMemberships(b []byte) int {
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
 		return defaultMcgs
@@ -136,12 +141,10 @@ func portAttr(ifi *net.Interface) verbs.PortAttr {
 }
 
 // gidTable lists the netdev's addresses as RoCE v2 GIDs, in the order the
-// kernel reports them.
+// kernel reports them; none where they cannot be read (Addrs returns no
+// addresses with its error).
 func gidTable(ifi *net.Interface) []infiniband.GIDEntry {
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return nil
-	}
+	addrs, _ := ifi.Addrs()
 	var gids []infiniband.GIDEntry
 	for _, a := range addrs {
 		ipn, ok := a.(*net.IPNet)

@@ -85,3 +85,20 @@ func TestBindNetdevWithoutIPv4(t *testing.T) {
 	require.ErrorIs(t, err, verbs.ErrNoDevice, "got Bind to dn0 %v, want no device", err)
 	require.ErrorContains(t, err, "netdev dn0 has no IPv4 address", "got %v, want no IPv4 address named", err)
 }
+
+// igmp_max_memberships as the devices read it: its number, 0 for a
+// negative one (no socket may join a group), and the kernel's default,
+// 20, where the file holds no number (or nothing: it could not be read).
+func TestParseMemberships(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"20\n", 20}, {"5\n", 5}, {"0\n", 0}, {"-3\n", 0},
+		{"", 20}, {"junk\n", 20}, {"7 8\n", 20},
+	} {
+		if got := parseMemberships([]byte(c.in)); got != c.want {
+			t.Errorf("parseMemberships(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

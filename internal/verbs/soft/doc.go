@@ -11,18 +11,23 @@
 // addresses as RoCE v2 GIDs. The netdev's kind, MTU and operational state
 // come from rtnetlink, for the network namespace the process is in (never
 // from /sys/class/net, which may show another namespace's), and the group
-// limit from that namespace's net.ipv4.igmp_max_memberships. Binding with neither Interface nor Addr means
-// loopback (127.0.0.1 on lo), never the default route's interface. IPv6
-// (rdma6) bindings and groups return verbs.ErrNotSupported, as rdma_cm does
-// for IPv6 groups on RoCEv2.
+// limit from that namespace's net.ipv4.igmp_max_memberships. A process
+// keeps the links and addresses of the 4 namespaces it bound in last,
+// read again when rtnetlink reports a change; a kept namespace's netlink
+// socket holds it alive until a binding in a fifth drops it. Binding with
+// neither Interface nor Addr means loopback (127.0.0.1 on lo), never the
+// default route's interface. IPv6 (rdma6) bindings and groups return
+// verbs.ErrNotSupported, as rdma_cm does for IPv6 groups on RoCEv2.
 //
 // # QPs and addresses
 //
 // A QP has a QPN unique in the network namespace: a process reserves
-// QPNs in blocks of 256 (a random block, then QPNs in turn), each block
-// held by an abstract unix socket "rdmanet-sw-qpns-%04x" that the process
-// keeps while any of the block's QPNs is in use (and its last block
-// after that), so a QP pays no fd for its QPN (qpn.go). A QP has
+// QPNs in blocks of 256 (a random block, drawn again while another
+// process holds it, up to 256 draws before it gives up; then QPNs in
+// turn), each block held by an abstract unix socket
+// "rdmanet-sw-qpns-%04x" that the process keeps while any of the block's
+// QPNs is in use (and its last block after that), so a QP pays no fd for
+// its QPN (qpn.go). A QP has
 // two UDP sockets: a unicast one bound to the QP's own address, port 4791
 // (every send leaves from it), and a multicast one with IP_MULTICAST_ALL
 // off, which sees only the QP's own groups and binds 0.0.0.0:4791 at the
@@ -80,7 +85,8 @@
 // RecvCQ().Poll does the work, straight into the posted buffers:
 // sleeping narrow it reads the multicast socket directly (recvmsg, or
 // recvfrom on a socket without GRO, for one datagram when traffic is
-// request/response, recvmmsg for a stream) and the unicast socket only when the watch saw datagrams
+// request/response, recvmmsg of up to 64 datagrams for a stream) and
+// the unicast socket only when the watch saw datagrams
 // there or the mode just turned narrow; sleeping wide it first asks the
 // channel's epoll set, which holds both sockets then, which hold
 // datagrams. Right after a wake it reads where the
@@ -105,7 +111,10 @@
 // socket gives each slot an overflow past the posted buffer, a 68 KiB
 // row of an area taken for the read from a pool all QPs share (mapped
 // memory: an idle QP holds none, and only rows coalesced reads wrote
-// are resident), so a read of up to 64 KiB is never truncated. The
+// are resident), so a read of up to 64 KiB is never truncated. An area
+// given back stays mapped for the next read, up to 64 areas a process
+// (64 rows, about 4.3 MiB of address space each, no swap reserved); past 8
+// free ones, an area given back returns its pages to the system. The
 // slots up to the first coalesced one complete in place as without GRO;
 // from it on, each datagram is copied into the next posted buffer by the
 // pass that checks its ICRC. Datagrams for which no receive is posted or
@@ -143,7 +152,9 @@
 // # Counters and faults
 //
 // The device counters (QP.DeviceCounts) are the UDP MIB of the QP's
-// network namespace, since the QP was made (counters.go): the kernel's UDP
+// network namespace, since the QP was made (counters.go; QPs made within
+// 10 ms of each other in a namespace share the reading they start from,
+// so counts from up to 10 ms before may show): the kernel's UDP
 // layer is what drops this backend's datagrams, as a port drops a
 // device's. A UDP socket has no error state, so a QP enters one only when
 // InjectEvent raises EventQPError on its ID, as QP_FATAL does on a device:

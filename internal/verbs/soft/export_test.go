@@ -323,3 +323,66 @@ func NoGROArea() (restore func(), err error) {
 		groPool.mu.Unlock()
 	}, nil
 }
+
+// CountRecvfrom counts recv's reads of fd by recvfrom (recvBare) until
+// restore is called.
+func CountRecvfrom(fd int) (reads func() int, restore func()) {
+	var n atomic.Int32
+	recvBare = func(f int, m *mmsghdr, flags int) (int, error) {
+		if f == fd {
+			n.Add(1)
+		}
+		return recvfromOne(f, m, flags)
+	}
+	return func() int { return int(n.Load()) }, func() { recvBare = recvfromOne }
+}
+
+// PreparedInFlat prepares wrs on q as PostSend does, sending nothing,
+// and reports for each WR prepared whether its payload iovec points into
+// q's flat buffer (where seal copies a lone datagram's payload for
+// sendFlat).
+func PreparedInFlat(q *QP, wrs []verbs.SendWR) ([]bool, error) {
+	s := &q.sq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, err := q.prepare(wrs)
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s.flat)))
+	in := make([]bool, k)
+	for i := range k {
+		b := uintptr(unsafe.Pointer(s.iov[i][1].Base))
+		in[i] = b >= lo && b < lo+uintptr(len(s.flat))
+		s.iov[i][1] = unix.Iovec{} // as transmit leaves it
+	}
+	return in, err
+}
+
+// CountWatchChecks counts the checks of the unicast socket the receive
+// CQs' watches make (watchUnicast), until restore is called.
+func CountWatchChecks() (checks func() int, restore func()) {
+	var n atomic.Int32
+	h := func() { n.Add(1) }
+	watchChecked.Store(&h)
+	return func() int { return int(n.Load()) }, func() { watchChecked.Store(nil) }
+}
+
+// CountRecvmsg counts recv's reads of fd by a one-slot recvmsg (recvOne)
+// until restore is called.
+func CountRecvmsg(fd int) (reads func() int, restore func()) {
+	var n atomic.Int32
+	recvOne = func(f int, m *mmsghdr, flags int) (int, error) {
+		if f == fd {
+			n.Add(1)
+		}
+		return recvmsgOne(f, m, flags)
+	}
+	return func() int { return int(n.Load()) }, func() { recvOne = recvmsgOne }
+}
+
+// GROOn reports which of q's sockets' reads take GRO overflow rows
+// (multicast, unicast): on from GRO's going on until a read finds the
+// socket dry after it went off.
+func GROOn(q *QP) [2]bool {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return q.rcq.gro.on
+}

@@ -5,6 +5,7 @@ package soft_test
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"os/exec"
 	"testing"
 	"time"
@@ -739,4 +740,70 @@ func TestCloseGivesBackPendingGROArea(t *testing.T) {
 	require.True(t, soft.GROAreaHeld(a.qp), "no GRO area held with two datagrams pending")
 	require.NoError(t, a.id.Close())
 	require.False(t, soft.GROAreaHeld(a.qp), "the GRO area still held after the QP's close")
+}
+
+// The control room of a read (ctrlSize) holds all five messages a
+// datagram can come with: a coalesced read (UDP_GRO), after the socket
+// dropped datagrams (SO_RXQ_OVFL, on every datagram queued since), on a
+// QP that reads IP_TTL, IP_TOS and IP_ORIGDSTADDR, which the kernel puts
+// last. Each datagram of the run completes with its group as the GRH
+// destination.
+func TestCoalescedReadAfterDropsHasEveryControlMessage(t *testing.T) {
+	const group, size = "239.201.9.7", 1024
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	a := newEndpoint(t, verbs.QPConfig{GRO: true})
+	m, _ := a.join(group, false)
+	_, ah := s.join(group, true)
+	wrs := make([]verbs.SendWR, 64)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+	}
+	run := func() {
+		t.Helper()
+		n, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, len(wrs), n)
+	}
+	// A run turns GRO on.
+	a.postRecvs(0, nBufs)
+	run()
+	require.Len(t, a.recv(nBufs, 2*time.Second), nBufs)
+	// Runs far past the socket buffer, no receive posted: drops.
+	for range 190 {
+		run()
+	}
+	for {
+		a.postRecvs(0, nBufs)
+		if len(a.recv(nBufs, 200*time.Millisecond)) < nBufs {
+			break
+		}
+	}
+	require.NotZero(t, a.qp.Drops().Overflow, "no drop to report")
+	a.postRecvs(0, nBufs)
+	require.Equal(t, [2]bool{true, false}, soft.GROActive(a.qp), "UDP_GRO on the multicast socket")
+	reads, _ := soft.GROReads(a.qp)
+	run()
+	wcs := a.recv(nBufs, 2*time.Second)
+	require.Len(t, wcs, nBufs, "drops %+v", a.qp.Drops())
+	after, _ := soft.GROReads(a.qp)
+	require.Greater(t, after, reads, "no coalesced read")
+	for i, wc := range wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status, "datagram %d", i)
+		require.Equal(t, [4]byte(net.ParseIP(group).To4()), [4]byte(a.buf(wc)[36:40]), "datagram %d: GRH destination", i)
+	}
+}
+
+// Once UDP_GRO went off, a socket's reads take GRO overflow rows (and an
+// area) only until a read finds it dry: runs queued before may still be
+// coalesced, none after that. Here the receiver's unicast socket, after
+// its 256 quiet reads, read dry by a Poll as after a wake.
+func TestGROAreasEndWhenReadDryAfterOff(t *testing.T) {
+	g := newGROQuiet(t)
+	g.quietUntilOff(t)
+	require.Equal(t, [2]bool{false, true}, soft.GROOn(g.a.qp), "overflow rows for the unicast socket before it was read dry")
+	var wcs [4]verbs.WC
+	n, err := soft.PollRecvWoken(g.a.qp, wcs[:])
+	require.NoError(t, err)
+	require.Zero(t, n, "completions with nothing sent")
+	require.Equal(t, [2]bool{false, false}, soft.GROOn(g.a.qp), "overflow rows for the unicast socket once read dry with GRO off")
 }

@@ -153,16 +153,17 @@ func TestGROSegShortCmsg(t *testing.T) {
 }
 
 // The GRO area pool: every area given back is free again, the pool's
-// first included, and past groPoolKeep free ones an area given back drops
-// its pages.
+// first included, and past 8 free ones (the package doc's) an area given
+// back drops its pages.
 func TestGROPoolGivesBack(t *testing.T) {
-	// Take every free area, then new ones until groPoolKeep+2 are held.
+	const keep = 8 // written out, not groPoolKeep: the test pins it
+	// Take every free area, then new ones until keep+2 are held.
 	var held []*groArea
 	for {
 		groPool.mu.Lock()
 		nfree := groPool.nfree
 		groPool.mu.Unlock()
-		if nfree == 0 && len(held) >= groPoolKeep+2 {
+		if nfree == 0 && len(held) >= keep+2 {
 			break
 		}
 		a, err := getGROArea()
@@ -209,8 +210,8 @@ func TestGROPoolGivesBack(t *testing.T) {
 		return vec[0]&1 != 0
 	}
 	for i, a := range held {
-		if want := i < groPoolKeep; resident(a) != want {
-			t.Errorf("area given back %d of %d (keep %d): resident %v, want %v", i+1, len(held), groPoolKeep, !want, want)
+		if want := i < keep; resident(a) != want {
+			t.Errorf("area given back %d of %d (keep %d): resident %v, want %v", i+1, len(held), keep, !want, want)
 		}
 	}
 }
@@ -253,19 +254,21 @@ func TestGROPoolTakesFreeFirst(t *testing.T) {
 }
 
 // A GRO area's rows tile it: row i is groRow bytes from i*groRow, its
-// own, and the last ends at the area's end, so a read of recvBatch slots
-// has a row for each (a slot's overflow never runs into the next
-// slot's); a row is the package doc's "68 KiB row".
+// own, and the last ends at the area's end, so a read of 64 slots (the
+// package doc's most a read takes) has a row for each (a slot's overflow
+// never runs into the next slot's); a row is the package doc's "68 KiB
+// row".
 func TestGRORowsTileTheArea(t *testing.T) {
+	const slots = 64 // written out, not recvBatch: the test pins it
 	a, err := getGROArea()
 	if err != nil {
 		t.Fatalf("getGROArea: %v", err)
 	}
 	defer putGROArea(a)
-	if len(a.mem) != recvBatch*groRow {
-		t.Fatalf("area of %d bytes, want %d rows of %d", len(a.mem), recvBatch, groRow)
+	if len(a.mem) != slots*groRow {
+		t.Fatalf("area of %d bytes, want %d rows of %d", len(a.mem), slots, groRow)
 	}
-	for i := range recvBatch {
+	for i := range slots {
 		var r []byte
 		func() {
 			defer func() {
@@ -315,4 +318,42 @@ func TestGROAreaMapFails(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, a.mem, recvBatch*groRow)
 	putGROArea(a)
+}
+
+// At most 64 GRO areas stay mapped (the package doc's): with every area
+// of the pool in use, a take maps one more, which is unmapped when given
+// back, while the pool's own stay mapped for the next reads.
+func TestGROPoolMapsAtMost64(t *testing.T) {
+	const most = 64 // written out, not groPoolMax: the test pins it
+	groPool.mu.Lock()
+	inUse := groPool.made - groPool.nfree // held elsewhere (none, run alone)
+	groPool.mu.Unlock()
+	var held []*groArea
+	defer func() {
+		for _, a := range held {
+			putGROArea(a)
+		}
+	}()
+	for range most - inUse + 2 {
+		a, err := getGROArea()
+		if err != nil {
+			t.Fatalf("getGROArea with %d held: %v", len(held), err)
+		}
+		held = append(held, a)
+	}
+	taken := held
+	held = nil
+	for i, a := range taken {
+		mem := a.mem
+		putGROArea(a)
+		vec := make([]byte, 1)
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(unix.Getpagesize()), uintptr(unsafe.Pointer(&vec[0])))
+		if e != 0 && e != unix.ENOMEM {
+			t.Fatalf("mincore: %v", e)
+		}
+		mapped := e == 0 // ENOMEM: nothing mapped there
+		if want := i < len(taken)-2; mapped != want {
+			t.Errorf("area %d of %d taken (%d held elsewhere): mapped %v after its give-back, want %v", i+1, len(taken), inUse, mapped, want)
+		}
+	}
 }

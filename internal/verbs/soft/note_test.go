@@ -65,3 +65,42 @@ func TestNoteLeftBeforeSleepKept(t *testing.T) {
 		t.Fatal("the wait slept on after a note left before its sleep (10 s)")
 	}
 }
+
+// notify keeps at most one note (note.go): notes left while no wait
+// sleeps end the next sleep once, so a wait after many costs one more
+// round of poll, arm and poll, not one a note; none is left after it.
+func TestNoteKeepsOne(t *testing.T) {
+	var w noteWaiter
+	polls := 0
+	w.init(func() (int, error) {
+		polls++
+		if polls == 3 { // after the sleep the note ended
+			return 1, nil
+		}
+		return 0, nil
+	}, func() error { return nil })
+	for range 3 {
+		w.notify()
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := w.wait() // poll, arm, poll, sleep (a note: at once), poll
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		if r.n != 1 || r.err != nil || polls != 3 {
+			t.Fatalf("wait after three notes: %d, %v after %d polls; want 1, nil after 3", r.n, r.err, polls)
+		}
+	case <-time.After(10 * time.Second):
+		w.close()
+		t.Fatal("the wait slept on with notes left before it")
+	}
+	if left := len(w.note); left != 0 {
+		t.Errorf("%d notes left after a wait took one, want 0", left)
+	}
+}

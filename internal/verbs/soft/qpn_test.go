@@ -217,8 +217,8 @@ func TestQPNBlocksSpanTheSpace(t *testing.T) {
 
 // A block whose name another socket holds (another process's block in
 // this namespace) is skipped: reserveBlock draws again and binds the
-// next free one. Where every draw is taken it gives up after maxQPNTries
-// draws, with an error.
+// next free one. Where every draw is taken it gives up after 256 draws
+// (the package doc's), with an error.
 func TestReserveBlockSkipsTaken(t *testing.T) {
 	const taken, free = 0x1234, 0x1235
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -254,7 +254,7 @@ func TestReserveBlockSkipsTaken(t *testing.T) {
 		unix.Close(b.fd)
 		t.Fatalf("reserveBlock with every draw taken: block at %#x, want an error", b.base)
 	}
-	if draws != maxQPNTries {
-		t.Errorf("every draw taken: gave up after %d draws, want %d", draws, maxQPNTries)
+	if draws != 256 {
+		t.Errorf("every draw taken: gave up after %d draws, want 256", draws)
 	}
 }

@@ -5,6 +5,7 @@ package soft
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -115,9 +116,16 @@ func (c *recvCQ) watchUnicast(rc syscall.RawConn, done chan struct{}) {
 			c.uniPending.Store(true)
 			c.kickWaiter()
 		}
+		if h := watchChecked.Load(); h != nil {
+			(*h)()
+		}
 		return false // watch until closed
 	})
 }
+
+// watchChecked, set by tests, is called after each of the watch's
+// checks.
+var watchChecked atomic.Pointer[func()]
 
 // kickWaiter calls the registered kick, if any.
 func (c *recvCQ) kickWaiter() {

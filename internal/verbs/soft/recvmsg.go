@@ -109,9 +109,9 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	var err error
 	switch {
 	case k == 1 && bare && c.msgs[0].Hdr.Iovlen == 1:
-		return recvfromOne(fd, &c.msgs[0], unix.MSG_DONTWAIT) // no GRO: no area held
+		return recvBare(fd, &c.msgs[0], unix.MSG_DONTWAIT) // no GRO: no area held
 	case k == 1:
-		got, err = recvmsgOne(fd, c.msgs[:1], unix.MSG_DONTWAIT)
+		got, err = recvOne(fd, &c.msgs[0], unix.MSG_DONTWAIT)
 	default:
 		got, err = recvmmsg(fd, c.msgs[:k], unix.MSG_DONTWAIT)
 	}
@@ -123,6 +123,9 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 	}
 	return got, err
 }
+
+// recvBare is recvfromOne, recvOne recvmsgOne; tests count their reads.
+var recvBare, recvOne = recvfromOne, recvmsgOne
 
 // sockIndex is 0 for the multicast socket's fd, 1 for the unicast one's.
 func (c *recvCQ) sockIndex(fd int) int {

@@ -253,3 +253,62 @@ func TestScatteredReadAfterInPlaceKeepsOut(t *testing.T) {
 	require.Equal(t, before+1, b.qp.Drops().TooLong, "TooLong drops")
 	requireGuard(t, done, 0)
 }
+
+// A one-slot bare read of a datagram in place goes by recvfrom, the
+// kernel's cheapest receive (recv's comment; the package doc's
+// "recvfrom on a socket without GRO, for one datagram"): the unicast
+// reads of a GRHAddressesOnly QP are bare, its one receive has room for
+// the largest datagram, and a Poll of one completion reads one. A QP
+// that reads control messages reads the same datagram by recvmsg.
+func TestOneSlotBareReadByRecvfrom(t *testing.T) {
+	for _, c := range []struct {
+		addrOnly bool
+		want     int // reads by recvfrom
+	}{{true, 1}, {false, 0}} {
+		t.Run(fmt.Sprintf("GRHAddressesOnly=%v", c.addrOnly), func(t *testing.T) {
+			s := newEndpoint(t, verbs.QPConfig{})
+			b := newEndpoint(t, verbs.QPConfig{GRHAddressesOnly: c.addrOnly})
+			sge := b.recvSGE(0)
+			sge.Length = 2 * bufSize                                     // GRH + MTU and more: in place
+			k, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 0, SGE: sge}}) // b.buf: buffer 0
+			require.NoError(t, err)
+			require.Equal(t, 1, k)
+			reads, restore := soft.CountRecvfrom(soft.UnicastFd(b.qp))
+			defer restore()
+			ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+			require.NoError(t, err)
+			s.send(ah, b.qp.QPN(), []byte("one"), 0, 0)
+			waitUnread(t, b)
+			var wcs [1]verbs.WC
+			n, err := b.qp.RecvCQ().Poll(wcs[:])
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "completions of a Poll with the datagram waiting")
+			require.Equal(t, verbs.WCSuccess, wcs[0].Status)
+			require.Equal(t, uint64(0), wcs[0].WRID)
+			require.Equal(t, []byte("one"), b.buf(wcs[0])[verbs.GRHSize:])
+			require.Equal(t, c.want, reads(), "reads of the unicast socket by recvfrom")
+		})
+	}
+}
+
+// A one-slot read that is not a bare one in place goes by recvmsg, which
+// costs a little less than a one-slot recvmmsg (recvmsgOne's comment): a
+// Poll of one completion on a QP that reads control messages, a
+// datagram waiting on its unicast socket.
+func TestOneSlotReadByRecvmsg(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{})
+	b := newEndpoint(t, verbs.QPConfig{})
+	b.postRecvs(0, 4)
+	reads, restore := soft.CountRecvmsg(soft.UnicastFd(b.qp))
+	defer restore()
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	s.send(ah, b.qp.QPN(), []byte("one"), 0, 0)
+	waitUnread(t, b)
+	var wcs [1]verbs.WC
+	n, err := b.qp.RecvCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "completions of a Poll with the datagram waiting")
+	require.Equal(t, []byte("one"), b.buf(wcs[0])[verbs.GRHSize:])
+	require.Equal(t, 1, reads(), "one-slot reads of the unicast socket by recvmsg")
+}

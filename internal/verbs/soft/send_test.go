@@ -137,3 +137,25 @@ func TestInlineBuffersNotKept(t *testing.T) {
 	}
 	require.Equal(t, int32(n), freed.Load(), "inline buffers collected after PostSend returned")
 }
+
+// A lone WR's payload is copied into the QP's flat buffer by the pass
+// that seals its ICRC (the package doc's "its payload copied by the pass
+// that computes its ICRC"), so sendFlat's sendto needs no copy of its
+// own; the payloads of a batch stay where they are, for sendmmsg to
+// gather.
+func TestLonePayloadSealedIntoFlat(t *testing.T) {
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64})
+	b := newEndpoint(t, verbs.QPConfig{})
+	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
+	require.NoError(t, err)
+	wr := func(i int) verbs.SendWR {
+		copy(s.sendBuf(i), "payload")
+		return verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, 7), AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: b.qp.QKey()}
+	}
+	in, err := soft.PreparedInFlat(s.qp, []verbs.SendWR{wr(0)})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, in, "a lone WR's payload in the flat buffer")
+	in, err = soft.PreparedInFlat(s.qp, []verbs.SendWR{wr(0), wr(1)})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false}, in, "a batch's payloads in the flat buffer")
+}

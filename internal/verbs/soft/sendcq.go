@@ -89,10 +89,8 @@ func (c *sendCQ) Poll(wcs []verbs.WC) (int, error) {
 		wcs[i] = c.ring[c.head]
 		c.head = wrap(c.head+1, len(c.ring))
 	}
-	if k > 0 {
-		c.n -= k
-		c.queued.Store(int32(c.n))
-	}
+	c.n -= k
+	c.queued.Store(int32(c.n))
 	return k, nil
 }
 

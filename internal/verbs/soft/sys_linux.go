@@ -29,19 +29,19 @@ func recvmmsg(fd int, msgs []mmsghdr, flags int) (int, error) {
 	}
 }
 
-// recvmsgOne reads one datagram into msgs[0] with recvmsg, which costs
-// a little less than a one-slot recvmmsg; it returns 1 or an error, as
+// recvmsgOne reads one datagram into m with recvmsg, which costs a
+// little less than a one-slot recvmmsg; it returns 1 or an error, as
 // recvmmsg would.
-func recvmsgOne(fd int, msgs []mmsghdr, flags int) (int, error) {
+func recvmsgOne(fd int, m *mmsghdr, flags int) (int, error) {
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0].Hdr)), uintptr(flags))
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&m.Hdr)), uintptr(flags))
 		if e == unix.EINTR {
 			continue
 		}
 		if e != 0 {
 			return 0, e
 		}
-		msgs[0].Len = uint32(n)
+		m.Len = uint32(n)
 		return 1, nil
 	}
 }
