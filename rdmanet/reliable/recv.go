@@ -354,9 +354,7 @@ func (r *receiver) settle(p *peer, now int64) {
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
 	}
-	if p.contig < p.high || p.nak.state != nakIdle {
-		r.nakUpdate(p, now)
-	}
+	r.nakUpdate(p, now)
 }
 
 // advance moves contig over what arrived (and over a message too long
