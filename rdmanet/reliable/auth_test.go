@@ -266,6 +266,41 @@ func TestKeyedDatagramLayout(t *testing.T) {
 	require.Equal(t, mac.Sum(nil)[:16], d[28+len(msg)+8:], "the tag")
 }
 
+// A keyed conn's transmit counter is one more for each datagram it sends
+// (doc.go), so the replay window's 1984 counters are 1984 datagrams of
+// reordering: the three datagrams of one write (sealed one after the
+// other under the sender's lock, nothing else sealed between them: the
+// conn hears no sender) carry consecutive counters.
+func TestKeyedCounterOneADatagram(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{Key: testKey})
+	lc := testListenConfig()
+	lc.DisableLoopback = true
+	tap, err := lc.ListenMulticast(context.Background(), "rdma", nil, group)
+	require.NoError(t, err)
+	defer tap.Close()
+	const n = 3
+	k, err := tx.WriteBatch(batchT(n, 10)) // one datagram each, seqs 0 to 2
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	ctrs := map[uint64]uint64{} // seq: counter
+	buf := make([]byte, tap.MTU())
+	for len(ctrs) < n {
+		tap.SetReadDeadline(time.Now().Add(10 * time.Second))
+		m, from, err := tap.ReadFromAddr(buf)
+		require.NoError(t, err, "reading the write's datagrams; seqs seen: %v", ctrs)
+		if from.QPN != tx.local.QPN || m != headerLen+10+trailerLen || buf[0]&0x0f != byte(kindData) {
+			continue
+		}
+		if seq := binary.BigEndian.Uint64(buf[12:]); ctrs[seq] == 0 { // its first transmission
+			ctrs[seq] = binary.BigEndian.Uint64(buf[headerLen+10:])
+		}
+	}
+	for seq := uint64(1); seq < n; seq++ {
+		require.Equal(t, ctrs[0]+seq, ctrs[seq], "the counter of seq %d (seq 0's %d)", seq, ctrs[0])
+	}
+}
+
 // A sweep (made when the replay windows are all taken) forgets the
 // windows not heard for expire and keeps the rest, one heard exactly
 // expire ago included: a recent source's replays stay refused.

@@ -58,3 +58,13 @@ func TestRecvWindowBytesEdge(t *testing.T) {
 	cfg = Config{RecvWindow: 1<<18 + 1, MaxSenders: 1}
 	require.ErrorContains(t, cfg.setDefaults(4032), "Config.RecvWindow 262145 takes 1073745920 bytes a sender")
 }
+
+// MaxSenders receive windows together may take 16 GiB exactly (16
+// senders of 2^18 slots of 4096 bytes, 1 GiB each); a sender more is
+// refused.
+func TestRecvTotalBytesEdge(t *testing.T) {
+	cfg := Config{RecvWindow: 1 << 18, MaxSenders: 16}
+	require.NoError(t, cfg.setDefaults(4032))
+	cfg = Config{RecvWindow: 1 << 18, MaxSenders: 17}
+	require.ErrorContains(t, cfg.setDefaults(4032), "Config.RecvWindow 262144 for Config.MaxSenders 17 senders takes up to 18253611008 bytes")
+}

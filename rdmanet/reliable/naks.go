@@ -37,7 +37,8 @@ func (r *receiver) backoff(p *peer) backoff {
 // (truncated exponential, scaled by the sender's group size: the first
 // receiver's NAK brings the multicast repair that cancels the others'),
 // and a round whose gaps are all filled ends, whoever asked for the
-// repair. r.mu is held.
+// repair. Where nothing is missing (contig at or past high) and no round
+// runs, it does nothing. r.mu is held.
 func (r *receiver) nakUpdate(p *peer, now int64) {
 	c := r.c
 	b := r.backoff(p)

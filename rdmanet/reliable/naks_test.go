@@ -309,3 +309,24 @@ func TestAskedRepairTeachesRoundTrip(t *testing.T) {
 	require.Equal(t, wantSRTT, p.srtt, "the round trip: the first NAK to its first datagram's repair")
 	require.Equal(t, wantVar, p.rttvar)
 }
+
+// nakUpdate does nothing where nothing is missing and no round runs: a
+// sender heard at seqs 0 and 1, nothing missing, and nakUpdate run
+// again leaves its NAK timer idle and no timer pending (settle runs it
+// after every datagram so, with no guard of its own).
+func TestNAKUpdateIdleWhenNothingMissing(t *testing.T) {
+	r := listenT(t, newGroup(), Config{})
+	from := rdmanet.Addr{QPN: 0x4245}
+	inject(r, dataDG(83, 0, 0, 0, 1, []byte("m0")), from)
+	inject(r, dataDG(83, 1, 1, 0, 1, []byte("m1")), from)
+	r.rcv.mu.Lock()
+	defer r.rcv.mu.Unlock()
+	p := r.rcv.peers[peerKey{addr: from, session: 83}]
+	require.NotNil(t, p, "the sender tracked")
+	require.Equal(t, uint64(2), p.contig, "contig")
+	require.Equal(t, uint64(2), p.high, "high")
+	require.Equal(t, nakTimer{}, p.nak, "the NAK timer after the datagrams")
+	r.rcv.nakUpdate(p, r.now())
+	require.Equal(t, nakTimer{}, p.nak, "the NAK timer after nakUpdate with nothing missing")
+	require.Zero(t, r.rcv.pending, "senders with a NAK timer running")
+}

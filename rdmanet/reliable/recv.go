@@ -354,9 +354,7 @@ func (r *receiver) settle(p *peer, now int64) {
 	if !p.queued && (p.lost > 0 || p.headComplete(stride)) {
 		r.push(p)
 	}
-	if p.contig < p.high || p.nak.state != nakIdle {
-		r.nakUpdate(p, now)
-	}
+	r.nakUpdate(p, now)
 }
 
 // advance moves contig over what arrived (and over a message too long
@@ -466,8 +464,8 @@ func (r *receiver) tick(now int64) int64 {
 		if now-p.statusAt >= r.statusEvery(p) {
 			r.sendStatus(p, now)
 		}
-		if p.ri.n != 0 && now-p.keptAt > int64(c.cfg.SenderTimeout) {
-			p.shrink() // its ring unused for SenderTimeout: free it while empty
+		if now-p.keptAt > int64(c.cfg.SenderTimeout) {
+			p.shrink() // its ring unused for SenderTimeout: free it while empty (with none, a no-op)
 		}
 		gone := now-p.heard > int64(c.cfg.SenderTimeout)
 		done := p.fin && p.contig >= p.high

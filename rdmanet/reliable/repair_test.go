@@ -366,3 +366,40 @@ func TestUnicastRepairLingersTwoRTTs(t *testing.T) {
 		}
 	}
 }
+
+// A NAK's repairs go out together, as many a post as s.msgs holds: for a
+// NAK asking len(s.msgs)+1 datagrams the first len(s.msgs) are all staged
+// before any is posted, and the last after their one post (the send hook
+// reads SendsPosted as each repair is staged). Posted one at a time,
+// each would be staged after the post of the one before it.
+func TestRepairsPostedTogether(t *testing.T) {
+	group := newGroup()
+	tx := listenT(t, group, Config{RepairShare: -1})
+	from := *rawConn(t, group).LocalAddr().(*rdmanet.Addr)
+	fit := len(tx.snd.msgs)
+	n := fit + 1
+	k, err := tx.WriteBatch(batchT(n, 10)) // one datagram each
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	sendsDone(t, tx)    // settled: none deferred
+	var posted []uint64 // per repair staged: SendsPosted then
+	tx.sendHook = func(seq uint64, repair bool, at int64) {
+		if repair {
+			posted = append(posted, tx.conn.SendsPosted())
+		}
+	}
+	nak := make([]byte, tx.mtu) // pays for nakPays MTUs: every datagram asked for
+	putHeader(nak, &header{kind: kindNAK, session: 88, seq: 0})
+	putNAK(nak[headerLen:], tx.session, uint32(n), 0)
+	before := tx.Stats().RepairsMulticast
+	inject(tx, nak, from)
+	require.Equal(t, uint64(n), tx.Stats().RepairsMulticast-before, "repairs of the %d datagrams asked for", n)
+	require.Len(t, posted, n, "repairs staged")
+	for i, p := range posted {
+		want := posted[0]
+		if i >= fit {
+			want += uint64(fit) // after the first post, of fit repairs
+		}
+		require.Equal(t, want, p, "repair %d of %d staged after %d sends, want %d", i, n, p-posted[0], want-posted[0])
+	}
+}

@@ -85,15 +85,15 @@ var (
 
 // putHeader writes h into b[:headerLen].
 func putHeader(b []byte, h *header) {
-	_ = b[headerLen-1]
-	b[0] = version<<4 | uint8(h.kind)
-	b[1] = h.flags
-	binary.BigEndian.PutUint16(b[2:], h.frag)
-	binary.BigEndian.PutUint16(b[4:], h.nfrag)
-	binary.BigEndian.PutUint16(b[6:], h.tx)
-	binary.BigEndian.PutUint32(b[8:], h.session)
-	binary.BigEndian.PutUint64(b[12:], h.seq)
-	binary.BigEndian.PutUint64(b[20:], h.msg)
+	p := (*[headerLen]byte)(b) // one bounds check, for the header's length
+	p[0] = version<<4 | uint8(h.kind)
+	p[1] = h.flags
+	binary.BigEndian.PutUint16(p[2:], h.frag)
+	binary.BigEndian.PutUint16(p[4:], h.nfrag)
+	binary.BigEndian.PutUint16(p[6:], h.tx)
+	binary.BigEndian.PutUint32(p[8:], h.session)
+	binary.BigEndian.PutUint64(p[12:], h.seq)
+	binary.BigEndian.PutUint64(p[20:], h.msg)
 }
 
 // Accessors of one field of an encoded header, in place: the receive
