@@ -116,9 +116,7 @@ func (c *Conn) reaped(n int) {
 			c.sendFailedLater(wc)
 			c.sendFailed() // the QP may be in the error state: recover.go
 		}
-		if wc.WRID+1 > s.tail {
-			s.tail = wc.WRID + 1
-		}
+		s.tail = max(s.tail, wc.WRID+1)
 	}
 }
 
