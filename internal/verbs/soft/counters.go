@@ -207,20 +207,20 @@ func readUDPMIBIn(nsfd int) (udpMIB, bool) {
 	ch := make(chan result) // received below, always
 	go func() {
 		runtime.LockOSThread()
-		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		back, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
 			ch <- result{}
 			return
 		}
-		defer unix.Close(back)
+		defer back.Close()
 		if unix.Setns(nsfd, unix.CLONE_NEWNET) != nil {
 			runtime.UnlockOSThread()
 			ch <- result{}
 			return
 		}
 		m := readUDPMIB()
-		if unix.Setns(back, unix.CLONE_NEWNET) == nil {
+		if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		} // else the thread stays locked and ends with this goroutine
 		ch <- result{m, m.ok}

@@ -175,9 +175,7 @@ func (c *recvCQ) read(p *pollPlan, wcs []verbs.WC) (int, error) {
 			c.full = true // a stream: read bigger batches from the next Poll
 		}
 		n += c.complete(s, got, wcs[n:])
-		if got > 0 {
-			c.learn(p, s, got)
-		}
+		c.learn(p, s, got) // got >= 1: a read that got nothing failed (EAGAIN)
 		if n > 0 && (p.drained[s] || p.single) {
 			// Deliver now rather than spend a syscall on the other
 			// socket; the next Poll starts there.

@@ -276,3 +276,54 @@ func TestSelfFilterPassesShortDatagrams(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, whole(qpn+1), buf[:k], "the next datagram: QPN 21's (QPN 20's is dropped)")
 }
+
+// The self filter passes a datagram from the QP's own address but another
+// UDP port, whatever source QP it names: only src:4791 is the QP. Here
+// the QPN of the filter is the other port's number, so that a filter
+// that, on a port other than 4791, went on to compare the loaded port
+// with the QPN would drop it. A datagram from 127.0.0.1:4791 with the
+// next QPN follows, as a marker.
+func TestSelfFilterPassesOtherPorts(t *testing.T) {
+	src := [4]byte{127, 0, 0, 1}
+	other, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(other)
+	require.NoError(t, unix.Bind(other, &unix.SockaddrInet4{Addr: src}))
+	osa, err := unix.Getsockname(other)
+	require.NoError(t, err)
+	port := osa.(*unix.SockaddrInet4).Port
+	require.NotEqual(t, roce.UDPPort, port)
+	qpn := uint32(port)
+
+	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(rx)
+	require.NoError(t, unix.Bind(rx, &unix.SockaddrInet4{Addr: src}))
+	require.NoError(t, unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
+	require.True(t, soft.AttachSelfFilter(rx, src, qpn), "SO_ATTACH_FILTER")
+	sa, err := unix.Getsockname(rx)
+	require.NoError(t, err)
+	roceTx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(roceTx)
+	require.NoError(t, unix.SetsockoptInt(roceTx, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
+	require.NoError(t, unix.Bind(roceTx, &unix.SockaddrInet4{Addr: src, Port: roce.UDPPort}))
+
+	const udpHdr = 8
+	whole := func(from uint32) []byte {
+		b := make([]byte, soft.SelfFilterMinLen-udpHdr)
+		binary.BigEndian.PutUint32(b[16:], from) // DETH: reserved byte, source QP
+		return b
+	}
+	require.NoError(t, unix.Sendto(other, whole(qpn), 0, sa))
+	require.NoError(t, unix.Sendto(roceTx, whole(qpn+1), 0, sa))
+	buf := make([]byte, 64)
+	k, from, err := unix.Recvfrom(rx, buf, 0)
+	require.NoError(t, err, "nothing received")
+	require.Equal(t, port, from.(*unix.SockaddrInet4).Port, "the datagram from port %d (QPN %d) was dropped", port, qpn)
+	require.Equal(t, whole(qpn), buf[:k])
+	k, from, err = unix.Recvfrom(rx, buf, 0)
+	require.NoError(t, err, "the marker was not received")
+	assert.Equal(t, roce.UDPPort, from.(*unix.SockaddrInet4).Port)
+	assert.Equal(t, whole(qpn+1), buf[:k])
+}

@@ -282,7 +282,6 @@ func (q *QP) transmit(wrs []verbs.SendWR, alone bool) error {
 		g := &s.gmsgs[r]
 		g.Hdr = s.msgs[first].Hdr
 		g.Hdr.SetIovlen(3 * n)
-		g.Len = 0
 		if n > 1 {
 			c := s.gctrl[r][:]
 			h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
