@@ -50,6 +50,10 @@ const recoverRetry = 100 * time.Millisecond
 // waits through it.
 var recoverAfter = time.After
 
+// recoverNow is time.Now for the reset's schedule (recoverLoop and
+// recoverLocked); a test pins the clock through it.
+var recoverNow = time.Now
+
 // recoverState is the fault state of a conn.
 type recoverState struct {
 	down    atomic.Bool  // PORT_ERR seen, PORT_ACTIVE not yet
@@ -152,7 +156,7 @@ func (c *Conn) recoverLoop() {
 		} else {
 			c.rd.waiter.Wake() // the reader returns, and its next poll resets
 		}
-		wait := max(time.Millisecond, time.Until(time.Unix(0, c.rec.next.Load())))
+		wait := max(time.Millisecond, time.Unix(0, c.rec.next.Load()).Sub(recoverNow()))
 		select {
 		case <-c.ctx.Done():
 			return
@@ -164,7 +168,7 @@ func (c *Conn) recoverLoop() {
 // recoverLocked resets the QP if it needs it and the time has come; rd.mu
 // is held.
 func (c *Conn) recoverLocked() {
-	if !c.rec.pending.Load() || c.rec.down.Load() || time.Now().UnixNano() < c.rec.next.Load() {
+	if !c.rec.pending.Load() || c.rec.down.Load() || recoverNow().UnixNano() < c.rec.next.Load() {
 		return
 	}
 	c.lockBelowRead()
@@ -182,10 +186,10 @@ func (c *Conn) recoverLocked() {
 	if err := c.qp.Reset(); err != nil {
 		// ErrPortDown: the send failures came before PORT_ERR did; the
 		// port event stops the tries, or the next one succeeds.
-		c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
+		c.rec.next.Store(recoverNow().Add(recoverRetry).UnixNano())
 		return
 	}
-	c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
+	c.rec.next.Store(recoverNow().Add(recoverRetry).UnixNano())
 	c.reclaimSends()
 	c.reclaimRecvs()
 	c.refreshAHs()
