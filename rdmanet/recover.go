@@ -20,7 +20,8 @@ import (
 // multicast attachments, so peers and groups need learn nothing new; it
 // forgets the sends that were outstanding, posts its receive ring again,
 // and makes its address handles anew (group AHs, and the unicast AH
-// cache). Stats().Recoveries counts each reset. A QP error with the port
+// cache). Stats().Recoveries counts each reset; one that fails is tried
+// again 100 ms later. A QP error with the port
 // up (an async QP_FATAL, or a failed send completion) is recovered the
 // same way at once. The QP says whether it needs a reset (QP.Ready) and
 // does it (QP.Reset) on both backends: a failed send leaves a software QP
@@ -39,7 +40,8 @@ var (
 	// conn recovers by itself once the port is up again.
 	ErrLinkDown = errors.New("link down: the RDMA port is not active")
 	// ErrQPError is returned (in a *net.OpError) by writes while the
-	// conn's QP is in the error state and not yet reset.
+	// conn's QP is in the error state and not yet reset. A reset that
+	// fails is tried again 100 ms later, while the port is up.
 	ErrQPError = errors.New("QP in the error state: the conn is resetting it")
 )
 
