@@ -50,10 +50,13 @@ type ListenConfig struct {
 	Device string
 	Port   int
 	// RecvDepth is the number of receive buffers kept posted; SendDepth
-	// the number of sends in flight (default 256). RecvDepth defaults to
-	// 512 on rdma-core, where it is all the buffering a UD QP has, and to
-	// 64 on the software backend, where the socket buffer holds datagrams
-	// until a receive is posted and a short ring stays in cache. Each
+	// the number of sends in flight (default 256). Reads post the buffers
+	// they consumed again in batches of a quarter of RecvDepth, at least
+	// 1 and at most 32 (one post each), so up to a batch less one wait
+	// unposted between reads. RecvDepth defaults to 512 on rdma-core,
+	// where it is all the buffering a UD QP has, and to 64 on the
+	// software backend, where the socket buffer holds datagrams until a
+	// receive is posted and a short ring stays in cache. Each
 	// slot takes MTU()+40 bytes (rounded up to 64) of mapped memory, a
 	// send slot MTU() bytes. The device caps both (max_qp_wr, which
 	// Device.MaxQPWR reports; 16384 on the software backend; a SendDepth

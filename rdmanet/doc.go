@@ -115,12 +115,14 @@
 //
 // ReadFromAddr returns the sender as a value and allocates nothing;
 // ReadBatch and WriteBatch move many datagrams with one completion-queue
-// poll or one post. Receive buffers and send slots live in memory mapped
-// outside the Go heap and registered once. Completions are waited for in
-// Go's netpoller (no thread per conn); ListenConfig.Spin polls a while
-// before sleeping. How a wait sleeps and wakes is the backend's own (each
-// builds its CQs' waiters on internal/poller): a read reposts the buffers
-// it consumed, then wait-polls the receive CQ.
+// poll or one post: a read polls up to 64 receive completions at once,
+// and a write posts up to 64 messages. Receive buffers and send slots
+// live in memory mapped outside the Go heap and registered once.
+// Completions are waited for in Go's netpoller (no thread per conn);
+// ListenConfig.Spin polls a while before sleeping. How a wait sleeps and
+// wakes is the backend's own (each builds its CQs' waiters on
+// internal/poller): a read reposts the buffers it consumed, then
+// wait-polls the receive CQ.
 //
 // # Sending without a copy
 //

@@ -135,3 +135,26 @@ func ObserveRecoverWaits() (waits func() []time.Duration, restore func()) {
 	}
 	return l.get, func() { recoverAfter = time.After }
 }
+
+// PinRecoverClock stops the clock of every conn's reset schedule, and
+// makes each recoverLoop wait move it on by exactly the wait and end at
+// once; waits returns the waits so far, and restore puts time.Now and
+// time.After back. Not for parallel tests.
+func PinRecoverClock() (waits func() []time.Duration, restore func()) {
+	var l waitLog
+	var mu sync.Mutex
+	now := time.Now().Round(0)
+	recoverNow = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	recoverAfter = func(d time.Duration) <-chan time.Time {
+		l.add(d)
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		return time.After(0)
+	}
+	return l.get, func() { recoverNow, recoverAfter = time.Now, time.After }
+}

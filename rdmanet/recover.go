@@ -20,7 +20,8 @@ import (
 // multicast attachments, so peers and groups need learn nothing new; it
 // forgets the sends that were outstanding, posts its receive ring again,
 // and makes its address handles anew (group AHs, and the unicast AH
-// cache). Stats().Recoveries counts each reset. A QP error with the port
+// cache). Stats().Recoveries counts each reset; one that fails is tried
+// again 100 ms later. A QP error with the port
 // up (an async QP_FATAL, or a failed send completion) is recovered the
 // same way at once. The QP says whether it needs a reset (QP.Ready) and
 // does it (QP.Reset) on both backends: a failed send leaves a software QP
@@ -39,7 +40,8 @@ var (
 	// conn recovers by itself once the port is up again.
 	ErrLinkDown = errors.New("link down: the RDMA port is not active")
 	// ErrQPError is returned (in a *net.OpError) by writes while the
-	// conn's QP is in the error state and not yet reset.
+	// conn's QP is in the error state and not yet reset. A reset that
+	// fails is tried again 100 ms later, while the port is up.
 	ErrQPError = errors.New("QP in the error state: the conn is resetting it")
 )
 
@@ -49,6 +51,10 @@ const recoverRetry = 100 * time.Millisecond
 // recoverAfter is time.After for recoverLoop's wait; a test sees the
 // waits through it.
 var recoverAfter = time.After
+
+// recoverNow is time.Now for the reset's schedule (recoverLoop and
+// recoverLocked); a test pins the clock through it.
+var recoverNow = time.Now
 
 // recoverState is the fault state of a conn.
 type recoverState struct {
@@ -152,7 +158,7 @@ func (c *Conn) recoverLoop() {
 		} else {
 			c.rd.waiter.Wake() // the reader returns, and its next poll resets
 		}
-		wait := max(time.Millisecond, time.Until(time.Unix(0, c.rec.next.Load())))
+		wait := max(time.Millisecond, time.Unix(0, c.rec.next.Load()).Sub(recoverNow()))
 		select {
 		case <-c.ctx.Done():
 			return
@@ -164,7 +170,7 @@ func (c *Conn) recoverLoop() {
 // recoverLocked resets the QP if it needs it and the time has come; rd.mu
 // is held.
 func (c *Conn) recoverLocked() {
-	if !c.rec.pending.Load() || c.rec.down.Load() || time.Now().UnixNano() < c.rec.next.Load() {
+	if !c.rec.pending.Load() || c.rec.down.Load() || recoverNow().UnixNano() < c.rec.next.Load() {
 		return
 	}
 	c.lockBelowRead()
@@ -182,10 +188,10 @@ func (c *Conn) recoverLocked() {
 	if err := c.qp.Reset(); err != nil {
 		// ErrPortDown: the send failures came before PORT_ERR did; the
 		// port event stops the tries, or the next one succeeds.
-		c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
+		c.rec.next.Store(recoverNow().Add(recoverRetry).UnixNano())
 		return
 	}
-	c.rec.next.Store(time.Now().Add(recoverRetry).UnixNano())
+	c.rec.next.Store(recoverNow().Add(recoverRetry).UnixNano())
 	c.reclaimSends()
 	c.reclaimRecvs()
 	c.refreshAHs()

@@ -48,3 +48,20 @@ func TestRecoverRetryAfterFailedReset(t *testing.T) {
 		require.LessOrEqual(t, w, rdmanet.RecoverRetry, "wait %d of %v", i, ws)
 	}
 }
+
+// A QP reset that fails is tried again 100 ms later (ErrQPError's doc),
+// at that very instant: with the reset's clock pinned, recoverLoop waits
+// 100 ms once, and the next try resets the QP. (Not parallel: it
+// replaces recoverLoop's clock and timer for every conn.)
+func TestFailedResetTriedAgainAfter100ms(t *testing.T) {
+	softOnly(t)
+	waits, restore := rdmanet.PinRecoverClock()
+	t.Cleanup(restore)
+	c := listen(t, newGroup(), func(lc *rdmanet.ListenConfig) { lc.Backend = rdmanet.BackendFailingRetries })
+	rdmanet.FailResets(c, 1)
+	require.NoError(t, rdmanet.InjectRetryEvent(c, verbs.Event{Type: verbs.EventQPError}))
+	require.Eventually(t, func() bool { return c.Stats().Recoveries == 1 }, 5*time.Second, time.Millisecond,
+		"waiting for the reset after one failed try")
+	require.Equal(t, []time.Duration{100 * time.Millisecond}, waits(),
+		"recoverLoop's waits: one of 100 ms after the failed reset, then the reset")
+}
