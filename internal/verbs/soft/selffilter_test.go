@@ -239,19 +239,8 @@ func TestSelfFilterPassesZeroNetSource(t *testing.T) {
 func TestSelfFilterPassesShortDatagrams(t *testing.T) {
 	const qpn = 20
 	src := [4]byte{127, 0, 0, 1}
-	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(rx)
-	require.NoError(t, unix.Bind(rx, &unix.SockaddrInet4{Addr: src}))
-	require.NoError(t, unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
-	require.True(t, soft.AttachSelfFilter(rx, src, qpn), "SO_ATTACH_FILTER")
-	sa, err := unix.Getsockname(rx)
-	require.NoError(t, err)
-	tx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(tx)
-	require.NoError(t, unix.SetsockoptInt(tx, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
-	require.NoError(t, unix.Bind(tx, &unix.SockaddrInet4{Addr: src, Port: roce.UDPPort}))
+	rx, sa := filteredSocket(t, src, qpn)
+	tx := roceSender(t, src)
 
 	const udpHdr = 8
 	var sent []int
@@ -295,19 +284,8 @@ func TestSelfFilterPassesOtherPorts(t *testing.T) {
 	require.NotEqual(t, roce.UDPPort, port)
 	qpn := uint32(port)
 
-	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(rx)
-	require.NoError(t, unix.Bind(rx, &unix.SockaddrInet4{Addr: src}))
-	require.NoError(t, unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
-	require.True(t, soft.AttachSelfFilter(rx, src, qpn), "SO_ATTACH_FILTER")
-	sa, err := unix.Getsockname(rx)
-	require.NoError(t, err)
-	roceTx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(roceTx)
-	require.NoError(t, unix.SetsockoptInt(roceTx, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
-	require.NoError(t, unix.Bind(roceTx, &unix.SockaddrInet4{Addr: src, Port: roce.UDPPort}))
+	rx, sa := filteredSocket(t, src, qpn)
+	roceTx := roceSender(t, src)
 
 	const udpHdr = 8
 	whole := func(from uint32) []byte {
@@ -326,4 +304,32 @@ func TestSelfFilterPassesOtherPorts(t *testing.T) {
 	require.NoError(t, err, "the marker was not received")
 	assert.Equal(t, roce.UDPPort, from.(*unix.SockaddrInet4).Port)
 	assert.Equal(t, whole(qpn+1), buf[:k])
+}
+
+// filteredSocket is a UDP socket on src (a port of the kernel's choice,
+// sa) with the self filter of QP qpn at src attached; its reads give up
+// after 2 s.
+func filteredSocket(t *testing.T, src [4]byte, qpn uint32) (int, unix.Sockaddr) {
+	t.Helper()
+	rx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(rx) })
+	require.NoError(t, unix.Bind(rx, &unix.SockaddrInet4{Addr: src}))
+	require.NoError(t, unix.SetsockoptTimeval(rx, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
+	require.True(t, soft.AttachSelfFilter(rx, src, qpn), "SO_ATTACH_FILTER")
+	sa, err := unix.Getsockname(rx)
+	require.NoError(t, err)
+	return rx, sa
+}
+
+// roceSender is a UDP socket bound to src:4791 beside the QPs there, as
+// a RoCE peer at that address sends from.
+func roceSender(t *testing.T, src [4]byte) int {
+	t.Helper()
+	tx, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(tx) })
+	require.NoError(t, unix.SetsockoptInt(tx, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
+	require.NoError(t, unix.Bind(tx, &unix.SockaddrInet4{Addr: src, Port: roce.UDPPort}))
+	return tx
 }
