@@ -807,3 +807,50 @@ func TestGROAreasEndWhenReadDryAfterOff(t *testing.T) {
 	require.Zero(t, n, "completions with nothing sent")
 	require.Equal(t, [2]bool{false, false}, soft.GROOn(g.a.qp), "overflow rows for the unicast socket once read dry with GRO off")
 }
+
+// TestCoalescedReadExactFit: the datagrams of a coalesced read are
+// copied into posted buffers that hold exactly their GRH and payload; a
+// buffer a byte shorter takes none (each datagram tried there is dropped
+// as TooLong, and the receive stays posted).
+func TestCoalescedReadExactFit(t *testing.T) {
+	src, sport := [4]byte{127, 0, 0, 1}, uint16(0xC126)
+	const plen = 100
+	for _, c := range []struct {
+		name  string
+		size  int // of each posted buffer
+		wcs   int
+		drops soft.Drops
+	}{
+		{"exact", verbs.GRHSize + plen, 3, soft.Drops{}},
+		{"a byte short", verbs.GRHSize + plen - 1, 0, soft.Drops{TooLong: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := newEndpoint(t, verbs.QPConfig{GRO: true})
+			dst := a.qp.UnicastIP()
+			read, seg, payloads := coalesced(t, a.qp, []groSeg{{plen: plen}, {plen: plen}, {plen: plen}}, src, dst, sport, true)
+			for i := range 3 {
+				sge := a.recvSGE(i)
+				sge.Length = uint32(c.size)
+				k, err := a.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGE: sge}})
+				require.NoError(t, err)
+				require.Equal(t, 1, k)
+			}
+			require.NoError(t, soft.InjectCoalesced(a.qp, 1, read, seg, src, sport, dst))
+			var wcs []verbs.WC
+			for range 4 { // a Poll ends at a drop: the rest wait for the next
+				w := make([]verbs.WC, 8)
+				n, err := a.qp.RecvCQ().Poll(w)
+				require.NoError(t, err)
+				wcs = append(wcs, w[:n]...)
+			}
+			require.Len(t, wcs, c.wcs, "completions")
+			for i, wc := range wcs {
+				require.Equal(t, verbs.WCSuccess, wc.Status, "completion %d", i)
+				require.Equal(t, uint64(i), wc.WRID, "completion %d", i)
+				require.Equal(t, uint32(verbs.GRHSize+plen), wc.ByteLen, "completion %d", i)
+				require.Equal(t, payloads[i], a.buf(wc)[verbs.GRHSize:], "completion %d", i)
+			}
+			require.Equal(t, c.drops, a.drops(), "drops")
+		})
+	}
+}
