@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A conn keeps at most MaxAHCache unicast address handles: writes to
-// more peers than that evict one handle for each new peer.
+// A conn keeps at most 1024 unicast address handles (the package doc):
+// writes to more peers than that evict one handle for each new peer.
 func TestAHCacheBounded(t *testing.T) {
+	const maxAHs = 1024 // the number the package doc states
 	t.Parallel()
 	if testDevice != "" {
 		t.Skip("peers on 127.0.0.0/8")
@@ -37,12 +38,12 @@ func TestAHCacheBounded(t *testing.T) {
 			require.True(t, errors.Is(err, rdmanet.ErrEarlierSendFailed) && try < 3, "write to peer %d: %v", i, err)
 		}
 	}
-	for i := range rdmanet.MaxAHCache {
+	for i := range maxAHs {
 		write(i)
 		require.Equal(t, i+1, rdmanet.AHCacheLen(c), "after writing to %d peers", i+1)
 	}
-	for i := rdmanet.MaxAHCache; i < rdmanet.MaxAHCache+10; i++ {
+	for i := maxAHs; i < maxAHs+10; i++ {
 		write(i)
-		require.Equal(t, rdmanet.MaxAHCache, rdmanet.AHCacheLen(c), "after writing to %d peers", i+1)
+		require.Equal(t, maxAHs, rdmanet.AHCacheLen(c), "after writing to %d peers", i+1)
 	}
 }

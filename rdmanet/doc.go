@@ -53,7 +53,10 @@
 // *net.IPAddr (the port is ignored), or an *Addr naming its MGID
 // (AddrFromMGID makes one); WriteTo also takes a peer's *Addr for a
 // unicast UD datagram. nil, and a nil pointer of those types, is a
-// missing address, and anything else an error, as with net.UDPConn.
+// missing address, and anything else an error, as with net.UDPConn. A
+// conn keeps the address handles of up to 1024 unicast peers (one GID
+// each); a write to another past those drops one of them, made again at
+// that peer's next write.
 //
 // # Errors
 //

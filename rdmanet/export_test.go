@@ -43,9 +43,6 @@ func AHCacheLen(c *Conn) int {
 	return len(c.wr.ahs)
 }
 
-// MaxAHCache is how many unicast address handles a conn keeps at most.
-const MaxAHCache = maxAHCache
-
 // FreedSpans returns how many freed SendBuffers c still recognizes
 // (writes of their memory fail with ErrSendBufferFreed).
 func FreedSpans(c *Conn) int {
