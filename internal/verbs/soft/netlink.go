@@ -166,10 +166,11 @@ func dumpNetlinkView(fd int) (*netlinkView, error) {
 // hands each message of the answer to f, up to NLMSG_DONE.
 func netlinkDump(fd int, buf []byte, typ uint16, seq uint32, f func(*syscall.NetlinkMessage) error) error {
 	var req [syscall.NLMSG_HDRLEN + syscall.SizeofRtGenmsg]byte
-	binary.NativeEndian.PutUint32(req[0:4], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:6], typ)
-	binary.NativeEndian.PutUint16(req[6:8], syscall.NLM_F_DUMP|syscall.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(req[8:12], seq)
+	// struct nlmsghdr: len, type, flags, seq (the port id left 0).
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], typ)
+	binary.NativeEndian.PutUint16(req[6:], syscall.NLM_F_DUMP|syscall.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(req[8:], seq)
 	req[syscall.NLMSG_HDRLEN] = syscall.AF_UNSPEC
 	if err := syscall.Sendto(fd, req[:], 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
 		return os.NewSyscallError("sendto", err)
