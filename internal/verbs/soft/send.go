@@ -253,9 +253,7 @@ func (q *QP) seal(i int, lone bool) {
 	tail := iovBytes(s.iov[i][2])
 	pad := len(tail) - roce.ICRCSize
 	crc := s.icrc.Start(q.unicast, s.dst[i], s.segID[i], true, roce.UDPPort, roce.UDPPort, roce.UDPHdrSize+s.dlen[i], s.hdr[i][:])
-	if hl > roce.HdrSize {
-		crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][roce.HdrSize:hl])
-	}
+	crc = crc32.Update(crc, crc32.IEEETable, s.hdr[i][roce.HdrSize:hl]) // ImmDt, if any
 	if lone {
 		dst := s.flat[roce.MaxHdrSize : roce.MaxHdrSize+len(payload)]
 		crc = roce.CRCCopy(crc, dst, payload)
