@@ -107,6 +107,14 @@ func RecvScratch(q *QP) int {
 	return len(q.rcq.msgs)
 }
 
+// RecvScratchAt is the address of q's receive scratch's first slot: it
+// changes only when the scratch is made again.
+func RecvScratchAt(q *QP) uintptr {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return uintptr(unsafe.Pointer(&q.rcq.msgs[0]))
+}
+
 // BindError is what a bind to addr:4791 that failed with err returns.
 func BindError(addr [4]byte, err error) error { return bindError(addr, err) }
 
