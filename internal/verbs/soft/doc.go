@@ -11,7 +11,8 @@
 // addresses as RoCE v2 GIDs. The netdev's kind, MTU and operational state
 // come from rtnetlink, for the network namespace the process is in (never
 // from /sys/class/net, which may show another namespace's), and the group
-// limit from that namespace's net.ipv4.igmp_max_memberships. A process
+// limit from that namespace's net.ipv4.igmp_max_memberships (20, the
+// kernel's default, where it cannot be read). A process
 // keeps the links and addresses of the 4 namespaces it bound in last,
 // read again when rtnetlink reports a change; a kept namespace's netlink
 // socket holds it alive until a binding in a fifth drops it. Binding with

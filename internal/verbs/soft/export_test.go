@@ -107,6 +107,22 @@ func RecvScratch(q *QP) int {
 	return len(q.rcq.msgs)
 }
 
+// RecvScratchAt is the address of q's receive scratch's first slot: it
+// changes only when the scratch is made again.
+func RecvScratchAt(q *QP) uintptr {
+	q.rcq.mu.Lock()
+	defer q.rcq.mu.Unlock()
+	return uintptr(unsafe.Pointer(&q.rcq.msgs[0]))
+}
+
+// SendScratch is how many WRs q's send scratch holds and the address of
+// its first slot, which changes only when the scratch is made again.
+func SendScratch(q *QP) (int, uintptr) {
+	q.sq.mu.Lock()
+	defer q.sq.mu.Unlock()
+	return len(q.sq.msgs), uintptr(unsafe.Pointer(&q.sq.msgs[0]))
+}
+
 // BindError is what a bind to addr:4791 that failed with err returns.
 func BindError(addr [4]byte, err error) error { return bindError(addr, err) }
 

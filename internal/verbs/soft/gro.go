@@ -56,11 +56,15 @@ const (
 // groRun walks the datagrams of one coalesced read: data is the read,
 // seg the segment size from UDP_GRO (0 or at least len(data): one
 // datagram). It is a pure cursor: a table test drives it with synthetic
-// buffers.
+// buffers. id, which the cursor does not read, is the IP ID the run's next
+// datagram most likely has, the guess the ICRC check solves from: a GSO
+// run's IDs count up from its first's, which a run guesses to be 0, the
+// zero value (a wrong guess costs only Solve's steps).
 type groRun struct {
 	data []byte
 	seg  int
 	off  int
+	id   uint16
 }
 
 // next returns the next datagram and whether there was one.
@@ -190,7 +194,6 @@ type groState struct {
 	started         bool    // run and meta are slot's
 	run             groRun  // slot's datagrams
 	meta            rxMeta  // slot's control messages
-	id              uint16  // the IP ID slot's next datagram most likely has
 	bare            bool    // the read was bare
 	bareDst         [4]byte // and its datagrams' destination
 
@@ -402,7 +405,7 @@ func (c *recvCQ) startSlot(i int) {
 		}
 	}
 	g.run = groRun{data: g.area.data[i], seg: g.meta.seg}
-	g.id, g.started = 0, true
+	g.started = true
 	if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
 		// Longer than a row: nothing to split it by that can be trusted.
 		c.q.drops[roce.DropTooLong].Add(1)
@@ -445,7 +448,7 @@ func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) roce.DropReason
 	if q.blockSelf && h.SrcQPN == q.qpn && src == q.unicast {
 		return roce.DropSelf
 	}
-	guess := g.id
+	guess := g.run.id
 	crc := c.icrc.Start(src, g.meta.dst, guess, true, ntohs(name.Port), roce.UDPPort, roce.UDPHdrSize+n, d)
 	crc = roce.CRCUpdate(crc, d[roce.HdrSize:hl])
 	crc = roce.CRCCopy(crc, body, d[hl:hl+plen])
@@ -455,7 +458,7 @@ func (c *recvCQ) acceptCopied(d []byte, e rqEntry, wc *verbs.WC) roce.DropReason
 		return roce.DropBadICRC
 	}
 	id := x ^ guess
-	g.id = id + 1
+	g.run.id = id + 1
 	c.accepted(e, wc, h, &g.meta, src, id, !dfFlipped, n, plen)
 	return roce.Accepted
 }

@@ -854,3 +854,69 @@ func TestCoalescedReadExactFit(t *testing.T) {
 		})
 	}
 }
+
+// TestCoalescedScatteredReadKeepsEveryDatagram: a coalesced read into
+// buffers too short for a datagram in place (bufSize: GRH + 4096, the
+// MTU, with no room for ImmDt, pad and ICRC) is scattered over the
+// header scratch, the buffer and the tail scratch, and the rest of the run
+// goes to the slot's GRO row, the read's fourth iovec. Every datagram of
+// the run comes out of it, counted once the QP has nothing unread: a run
+// sent with GSO arrives whole, so what the QP completed then is all it
+// will.
+func TestCoalescedScatteredReadKeepsEveryDatagram(t *testing.T) {
+	const batch, size, group = 32, 1024, "239.201.9.41"
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: 64, BlockSelfMulticastLoopback: true, GRO: true})
+	b := newEndpoint(t, verbs.QPConfig{GRO: true})
+	m, _ := b.join(group, false)
+	_, gah := s.join(group, false)
+	b.postRecvs(0, nBufs)
+	send := func(tag byte) {
+		t.Helper()
+		wrs := make([]verbs.SendWR, batch)
+		for i := range wrs {
+			p := s.sendBuf(i)[:size]
+			for j := range p {
+				p[j] = tag + byte(i) + byte(j)
+			}
+			wrs[i] = verbs.SendWR{WRID: uint64(i), SGE: s.sendSGE(i, size), AH: gah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey}
+		}
+		k, err := s.qp.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, k)
+	}
+	drain := func(tag byte, first int) {
+		t.Helper()
+		waitUnread(t, b)
+		var got []verbs.WC
+		wcs := make([]verbs.WC, nBufs)
+		for polls := 0; ; polls++ {
+			require.Less(t, polls, 10*batch, "Polls went on finding datagrams: %d of %d completed", len(got), batch)
+			n, err := b.qp.RecvCQ().Poll(wcs)
+			require.NoError(t, err)
+			got = append(got, wcs[:n]...)
+			if pending, _ := b.qp.RecvCQ().Unread(); !pending {
+				break
+			}
+		}
+		require.Len(t, got, batch, "datagrams completed once nothing was unread; drops %+v", b.drops())
+		for i, wc := range got {
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint64(first+i), wc.WRID)
+			p := b.buf(wc)[verbs.GRHSize:]
+			require.Len(t, p, size)
+			for j := range p {
+				if p[j] != tag+byte(i)+byte(j) {
+					t.Fatalf("datagram %d byte %d: %#x, want %#x", i, j, p[j], tag+byte(i)+byte(j))
+				}
+			}
+		}
+		require.Zero(t, dropTotal(b.drops()), "drops")
+	}
+	send(0) // cut by the kernel; its later datagrams turn GRO on
+	drain(0, 0)
+	require.True(t, soft.GROActive(b.qp)[0], "UDP_GRO on the multicast socket once a run came")
+	send(1)
+	drain(1, batch)
+	reads, dgrams := soft.GROReads(b.qp)
+	require.Equal(t, [2]uint64{1, batch}, [2]uint64{reads, dgrams}, "one coalesced read of the run")
+}

@@ -35,11 +35,9 @@ func findPortHolder() holder {
 			inodes["socket:["+ino+"]"] = true
 		}
 	}
-	if len(inodes) > 0 {
-		if pid := processWith(inodes); pid != 0 {
-			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
-			return holder{pid: pid, comm: strings.TrimSpace(string(comm))}
-		}
+	if pid := processWith(inodes); pid != 0 { // none for no inode
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		return holder{pid: pid, comm: strings.TrimSpace(string(comm))}
 	}
 	_, err := os.Stat("/sys/module/rdma_rxe")
 	return holder{rxe: err == nil}

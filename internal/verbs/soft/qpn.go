@@ -53,7 +53,7 @@ func (b *qpnBlock) usable(i int) bool {
 }
 
 // take hands out the block's next free QPN; ok is false when it is full.
-func (b *qpnBlock) take() (uint32, bool) {
+func (b *qpnBlock) take() (qpn uint32, ok bool) {
 	for k := range qpnBlockSize {
 		i := (b.next + k) % qpnBlockSize
 		if b.usable(i) {
@@ -63,7 +63,7 @@ func (b *qpnBlock) take() (uint32, bool) {
 			return b.base + uint32(i), true
 		}
 	}
-	return 0, false
+	return // full: no QPN, not ok
 }
 
 // reserveQPN hands out a QPN free in the network namespace of the

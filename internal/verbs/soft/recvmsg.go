@@ -50,7 +50,9 @@ const inPlaceSlack = roce.ImmDtSize + 3 + roce.ICRCSize
 // scratch. The parts of each slot that never change (scratch iovecs, name
 // and control buffers) were set once by initScratch: only the buffer's
 // iovec, which of the slot's iovecs the read takes, and the lengths the
-// kernel overwrites are set here. A bare read asks
+// kernel overwrites are set here (not msg_flags: recvmsg and recvmmsg
+// write it whole for each datagram they return, as recvfromOne does, and
+// nothing reads it for any other slot). A bare read asks
 // for no control messages, and one datagram in place is read with
 // recvfrom, the kernel's cheapest receive. A read of a socket with GRO
 // gives each slot an overflow too, its row of the GRO area (gro.go), and
@@ -103,7 +105,6 @@ func (c *recvCQ) recv(fd, k int, bare bool) (int, error) {
 		}
 		m.Hdr.Namelen = unix.SizeofSockaddrInet4
 		m.Hdr.SetControllen(ctrlLen)
-		m.Hdr.Flags = 0
 	}
 	var got int
 	var err error

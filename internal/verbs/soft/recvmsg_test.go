@@ -211,6 +211,48 @@ func TestRecvScratchGrowsWithStream(t *testing.T) {
 	}
 }
 
+// TestRecvScratchKeptAtItsMost: a read that fills a scratch already at
+// its most (the queue depth, 4 here) leaves that scratch as it is: the
+// next Poll makes no new one, which would cost an allocation of every
+// slot each time a stream fills it.
+func TestRecvScratchKeptAtItsMost(t *testing.T) {
+	const depth, tries = 4, 40
+	b := newEndpoint(t, verbs.QPConfig{RecvDepth: depth})
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: depth})
+	b.postRecvs(0, depth)
+	require.Equal(t, depth, soft.RecvScratch(b.qp), "the scratch starts at the queue depth, under firstScratch")
+	at := soft.RecvScratchAt(b.qp)
+	wcs := make([]verbs.WC, depth)
+	for try := 0; ; try++ {
+		require.Less(t, try, tries, "no read took %d datagrams at once", depth)
+		s.runTo(b, depth, 64)
+		waitUnread(t, b)
+		n, err := b.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		got := n
+		deadline := time.Now().Add(5 * time.Second)
+		for k := n; got < depth; got += k {
+			require.True(t, time.Now().Before(deadline), "%d of %d datagrams arrived; drops %+v", got, depth, b.qp.Drops())
+			if k == 0 {
+				waitUnread(t, b)
+			}
+			k, err = b.qp.RecvCQ().Poll(wcs[got:])
+			require.NoError(t, err)
+		}
+		b.postRecvs(0, depth)
+		// The next Poll (nothing is queued) would grow a scratch the
+		// read filled.
+		k, err := b.qp.RecvCQ().Poll(wcs)
+		require.NoError(t, err)
+		require.Zero(t, k)
+		require.Equal(t, depth, soft.RecvScratch(b.qp), "try %d: the scratch at its most changed size", try)
+		require.Equal(t, at, soft.RecvScratchAt(b.qp), "try %d: the scratch at its most was made again", try)
+		if n == depth {
+			return
+		}
+	}
+}
+
 // A scattered read (a buffer too short for the largest datagram: header
 // scratch, buffer, tail scratch) gives the kernel those three iovecs
 // only. Slot 0's fourth iovec still points where an earlier read in place

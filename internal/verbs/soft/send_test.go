@@ -159,3 +159,28 @@ func TestLonePayloadSealedIntoFlat(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, in, "a batch's payloads in the flat buffer")
 }
+
+// TestSendScratchGrowsOnlyPastItself: the send scratch starts at 8 slots
+// (firstScratch) and is made again only for a batch bigger than it, at
+// twice its size or the batch's, up to the queue depth (32 here): a batch
+// of its size leaves it as it is, and so does a bigger batch once it is
+// at its most (a post that made it again would allocate every slot).
+func TestSendScratchGrowsOnlyPastItself(t *testing.T) {
+	const depth = 32
+	s := newEndpoint(t, verbs.QPConfig{SendDepth: depth})
+	b := newEndpoint(t, verbs.QPConfig{})
+	n, at := soft.SendScratch(s.qp)
+	require.Equal(t, 8, n, "the first send scratch")
+	s.runTo(b, 8, 64)
+	n, now := soft.SendScratch(s.qp)
+	require.Equal(t, [2]any{8, at}, [2]any{n, now}, "a batch of the scratch's size made it again")
+	s.runTo(b, 9, 64)
+	n, _ = soft.SendScratch(s.qp)
+	require.Equal(t, 16, n, "a batch of 9 grows the scratch of 8 to twice that")
+	s.runTo(b, 17, 64)
+	n, at = soft.SendScratch(s.qp)
+	require.Equal(t, depth, n, "a batch of 17 grows the scratch of 16 to the depth")
+	s.runTo(b, depth+4, 64)
+	n, now = soft.SendScratch(s.qp)
+	require.Equal(t, [2]any{depth, at}, [2]any{n, now}, "a batch past the scratch at its most made it again")
+}

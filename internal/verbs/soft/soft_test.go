@@ -658,3 +658,32 @@ func TestLeaveBadMGID(t *testing.T) {
 	err := a.id.Leave(verbs.GID{0xff, 0x0e})
 	require.ErrorIs(t, err, verbs.ErrNotSupported, "got Leave of an IPv6 MGID %v, want ErrNotSupported", err)
 }
+
+// A batch of signaled WRs takes what room the send CQ has left and stops
+// there, though none of its own completions is queued yet when the next
+// WR asks: 6 of a CQ of 8 held, a batch of 4 posts 2 and stops with
+// ErrQueueFull, and the CQ holds 8.
+func TestSignaledBatchStopsAtCQRoom(t *testing.T) {
+	a := newEndpoint(t, verbs.QPConfig{SendDepth: 8})
+	m, ah := a.join("239.201.6.9", true)
+	post := func(first, k int) (int, error) {
+		wrs := make([]verbs.SendWR, k)
+		for i := range wrs {
+			wrs[i] = verbs.SendWR{WRID: uint64(first + i), SGE: a.sendSGE(0, 8), AH: ah, RemoteQPN: m.RemoteQPN, RemoteQKey: m.QKey, Flags: verbs.SendSignaled}
+		}
+		return a.qp.PostSend(wrs)
+	}
+	n, err := post(0, 6)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	n, err = post(6, 4)
+	assert.ErrorIs(t, err, verbs.ErrQueueFull, "a batch of 4 with room for 2")
+	assert.Equal(t, 2, n, "WRs of the batch posted")
+	var wcs [16]verbs.WC
+	n, err = a.qp.SendCQ().Poll(wcs[:])
+	require.NoError(t, err)
+	require.Equal(t, 8, n, "completions on the send CQ of 8")
+	for i := range n {
+		assert.Equal(t, uint64(i), wcs[i].WRID)
+	}
+}

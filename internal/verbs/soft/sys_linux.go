@@ -47,8 +47,8 @@ func recvmsgOne(fd int, m *mmsghdr, flags int) (int, error) {
 }
 
 // recvfromOne reads one datagram into the single iovec of m with
-// recvfrom, filling m's name and length as recvmsg would (no control
-// messages). MSG_TRUNC makes the kernel return the datagram's full length,
+// recvfrom, filling m's name, length and flags as recvmsg would (no
+// control messages). MSG_TRUNC makes the kernel return the datagram's full length,
 // so a datagram longer than the buffer is reported truncated, as recvmsg
 // reports it.
 func recvfromOne(fd int, m *mmsghdr, flags int) (int, error) {
@@ -64,10 +64,12 @@ func recvfromOne(fd int, m *mmsghdr, flags int) (int, error) {
 			return 0, e
 		}
 		m.Hdr.Namelen = nl
+		var f int32 // msg_flags, written whole as recvmsg writes it
 		if uint64(n) > uint64(iov.Len) {
 			n = uintptr(iov.Len)
-			m.Hdr.Flags |= unix.MSG_TRUNC
+			f = unix.MSG_TRUNC
 		}
+		m.Hdr.Flags = f
 		m.Len = uint32(n)
 		return 1, nil
 	}
