@@ -53,7 +53,7 @@ func (b *qpnBlock) usable(i int) bool {
 }
 
 // take hands out the block's next free QPN; ok is false when it is full.
-func (b *qpnBlock) take() (qpn uint32, ok bool) {
+func (b *qpnBlock) take() (uint32, bool) {
 	for k := range qpnBlockSize {
 		i := (b.next + k) % qpnBlockSize
 		if b.usable(i) {
@@ -63,7 +63,7 @@ func (b *qpnBlock) take() (qpn uint32, ok bool) {
 			return b.base + uint32(i), true
 		}
 	}
-	return // full: no QPN, not ok
+	return 0, false
 }
 
 // reserveQPN hands out a QPN free in the network namespace of the
