@@ -42,12 +42,14 @@ func (c *sendCQ) init(depth int) {
 // completions queued, and the ring grows when more come.
 const sendCQRing = 16
 
-// room is how many completions fit; PostSend holds the send queue lock,
-// and only PostSend adds completions, so room only grows meanwhile.
+// room is how many completions fit, none where error completions of
+// unsignaled WRs have filled the CQ past its depth; PostSend holds the
+// send queue lock, and only PostSend adds completions, so room only grows
+// meanwhile.
 func (c *sendCQ) room() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.depth - c.n
+	return max(c.depth-c.n, 0)
 }
 
 // push queues a completion; c.mu is held. A completion that finds the ring

@@ -135,3 +135,36 @@ func TestLoneSendTooBigForRoute(t *testing.T) {
 	require.Equal(t, len(wrs), n)
 	require.Equal(t, int32(1), refused.Load(), "the run after a lone EMSGSIZE was not sent as GSO")
 }
+
+// Error completions of unsignaled WRs may fill the send CQ past its
+// depth; a signaled WR then finds no room, as at exactly the depth, and
+// is refused (ErrQueueFull) until the completions are polled.
+func TestSignaledRefusedWithCQPastDepth(t *testing.T) {
+	e := newEndpoint(t, verbs.QPConfig{SendDepth: 4})
+	_, ah := e.join("239.202.9.2", true)
+	wr := func(i int, flags verbs.SendFlags) verbs.SendWR {
+		return verbs.SendWR{WRID: uint64(i), SGE: e.sendSGE(0, 100), AH: ah, Flags: flags,
+			RemoteQPN: verbs.MulticastQPN, RemoteQKey: e.qp.QKey()}
+	}
+	refused, restore := soft.RefuseGSO(unix.EPERM)
+	wrs := make([]verbs.SendWR, 8)
+	for i := range wrs {
+		wrs[i] = wr(i, 0)
+	}
+	n, err := e.qp.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	require.Equal(t, int32(2), refused.Load(), "two GSO runs of 4, both refused")
+	restore()
+
+	n, err = e.qp.PostSend([]verbs.SendWR{wr(8, verbs.SendSignaled)})
+	require.ErrorIs(t, err, verbs.ErrQueueFull, "a signaled WR with 8 completions queued in a CQ of 4")
+	require.Zero(t, n)
+	wcs := make([]verbs.WC, 16)
+	n, err = e.qp.SendCQ().Poll(wcs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n, "the error completions")
+	n, err = e.qp.PostSend([]verbs.SendWR{wr(9, verbs.SendSignaled)})
+	require.NoError(t, err, "a signaled WR once the CQ is polled")
+	require.Equal(t, 1, n)
+}
