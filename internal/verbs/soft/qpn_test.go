@@ -53,6 +53,17 @@ func TestQPNBlockTake(t *testing.T) {
 	if q, ok := b.take(); !ok || q != first {
 		t.Fatalf("last take: %#x %v, want %#x (second was %#x)", q, ok, first, second)
 	}
+
+	// The QPN given back last, right after it was taken, waits its turn
+	// too: the next take is the one after it.
+	b = &qpnBlock{base: 0x123400}
+	q, _ := b.take()
+	i = int(q - b.base)
+	b.used[i/64] &^= 1 << (i % 64)
+	b.n--
+	if next, ok := b.take(); !ok || next != q+1 {
+		t.Fatalf("take after giving back %#x at once: %#x %v, want %#x", q, next, ok, q+1)
+	}
 }
 
 // QPNs of different network namespaces come from different blocks, and
