@@ -317,17 +317,9 @@ func TestOneSlotBareReadByRecvfrom(t *testing.T) {
 			require.Equal(t, 1, k)
 			reads, restore := soft.CountRecvfrom(soft.UnicastFd(b.qp))
 			defer restore()
-			ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
-			require.NoError(t, err)
-			s.send(ah, b.qp.QPN(), []byte("one"), 0, 0)
-			waitUnread(t, b)
-			var wcs [1]verbs.WC
-			n, err := b.qp.RecvCQ().Poll(wcs[:])
-			require.NoError(t, err)
-			require.Equal(t, 1, n, "completions of a Poll with the datagram waiting")
-			require.Equal(t, verbs.WCSuccess, wcs[0].Status)
-			require.Equal(t, uint64(0), wcs[0].WRID)
-			require.Equal(t, []byte("one"), b.buf(wcs[0])[verbs.GRHSize:])
+			wc := sendOnePollOne(t, s, b)
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, uint64(0), wc.WRID)
 			require.Equal(t, c.want, reads(), "reads of the unicast socket by recvfrom")
 		})
 	}
@@ -343,6 +335,14 @@ func TestOneSlotReadByRecvmsg(t *testing.T) {
 	b.postRecvs(0, 4)
 	reads, restore := soft.CountRecvmsg(soft.UnicastFd(b.qp))
 	defer restore()
+	sendOnePollOne(t, s, b)
+	require.Equal(t, 1, reads(), "one-slot reads of the unicast socket by recvmsg")
+}
+
+// sendOnePollOne sends "one" from s to b's QPN, waits until it is unread
+// at b, and Polls b's receive CQ for one completion: the datagram's.
+func sendOnePollOne(t *testing.T, s, b *endpoint) verbs.WC {
+	t.Helper()
 	ah, err := s.qp.CreateAH(verbs.AHAttr{DGID: b.id.Local().GID, IsGlobal: true, HopLimit: 64})
 	require.NoError(t, err)
 	s.send(ah, b.qp.QPN(), []byte("one"), 0, 0)
@@ -352,5 +352,5 @@ func TestOneSlotReadByRecvmsg(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "completions of a Poll with the datagram waiting")
 	require.Equal(t, []byte("one"), b.buf(wcs[0])[verbs.GRHSize:])
-	require.Equal(t, 1, reads(), "one-slot reads of the unicast socket by recvmsg")
+	return wcs[0]
 }
